@@ -1,0 +1,45 @@
+// node_bench.mjs — median latency of the wasm build's forward pass in node.
+//
+// usage: node --no-experimental-fetch bench/node_bench.mjs [MODEL.vitl | deit-tiny] [--iters N]
+// deit-tiny is generated natively first (vitlens import is not needed: the native CLI writes it).
+import fs from 'node:fs';
+import path from 'node:path';
+
+import { loadVitlens, nativeCli, tmpDir } from '../tests/node/support.mjs';
+
+const args = process.argv.slice(2);
+const iters = Number(args.includes('--iters') ? args[args.indexOf('--iters') + 1] : 30);
+const target = args.find((a, i) => !a.startsWith('--') && args[i - 1] !== '--iters') || 'deit-tiny';
+
+let bytes;
+if (target === 'deit-tiny') {
+  const tmp = tmpDir();
+  const file = path.join(tmp, 'deit-tiny.vitl');
+  nativeCli('convert', 'deit-tiny', '-o', file);
+  bytes = fs.readFileSync(file);
+  fs.rmSync(tmp, { recursive: true });
+} else {
+  bytes = fs.readFileSync(target);
+}
+
+const vl = await loadVitlens();
+const model = vl.Model.fromBytes(new Uint8Array(bytes));
+const info = model.info();
+const x = new Float32Array(info.channels * info.imageH * info.imageW);
+for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.37);
+
+function median(f) {
+  for (let i = 0; i < 3; i++) f();
+  const t = [];
+  for (let i = 0; i < iters; i++) {
+    const t0 = performance.now();
+    f();
+    t.push(performance.now() - t0);
+  }
+  t.sort((a, b) => a - b);
+  return { median: t[t.length >> 1], min: t[0], p90: t[Math.min(t.length - 1, Math.floor(t.length * 0.9))] };
+}
+
+const fwd = median(() => model.predictTensor(x, 1));
+console.log(JSON.stringify({ model: target, iters, forward_ms: fwd }));
+model.delete();

@@ -1,0 +1,42 @@
+// cmd_import.cpp — `vitlens import CKPT.safetensors --config config.json -o MODEL --quant f32|int8`.
+#include <cstdio>
+
+#include "common.h"
+#include "vitlens/error.h"
+#include "vitlens/io.h"
+#include "vitlens/limits.h"
+#include "vitlens/model_file.h"
+#include "vitlens/safetensors.h"
+
+namespace vitlens::cli {
+
+int cmd_import(int argc, char** argv) {
+  Args args(argc, argv, {"config", "o", "out", "quant", "provenance"}, {"help"});
+  if (args.has("help") || args.positional().size() != 1) {
+    std::printf(
+        "usage: vitlens import CKPT.safetensors --config config.json -o MODEL.vitl [--quant f32|int8]\n"
+        "                      [--provenance TEXT]\n\n"
+        "Reads a timm (patch_embed.proj.*, blocks.N.*, head.*) or Hugging Face ViTForImageClassification\n"
+        "(vit.embeddings.*, vit.encoder.layer.N.*, classifier.*) checkpoint with its Hugging-Face-style\n"
+        "config.json and writes a vitlens model. int8 stores linear and patch weights with one scale per\n"
+        "output channel.\n");
+    return args.has("help") ? 0 : 2;
+  }
+  const std::string out = args.has("o") ? args.get("o") : args.get("out");
+  if (out.empty()) throw Error(ErrorCode::bad_argument, "-o MODEL is required");
+  if (!args.has("config")) throw Error(ErrorCode::bad_argument, "--config config.json is required");
+  const std::string quant = args.get("quant", "f32");
+  if (quant != "f32" && quant != "int8") throw Error(ErrorCode::bad_argument, "--quant must be f32 or int8");
+  const std::vector<uint8_t> ckpt = read_file(args.positional()[0], limits::max_model_file_bytes);
+  const std::vector<uint8_t> cfg = read_file(args.get("config"), limits::max_header_bytes);
+  Naming naming;
+  Model m = import_checkpoint(ckpt.data(), ckpt.size(), std::string(cfg.begin(), cfg.end()), &naming);
+  if (args.has("provenance")) m.provenance = args.get("provenance");
+  save_model_file(out, m, quant == "int8" ? Storage::int8 : Storage::f32);
+  std::printf("imported %s names: %d blocks, width %d, %d classes → %s (%s)\n",
+              naming == Naming::timm ? "timm" : "Hugging Face", m.config.depth, m.config.dim, m.config.classes,
+              out.c_str(), quant.c_str());
+  return 0;
+}
+
+}  // namespace vitlens::cli

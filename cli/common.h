@@ -1,0 +1,21 @@
+// common.h — helpers the subcommands share: loading a model and an input, timing.
+#pragma once
+
+#include <string>
+
+#include "commands.h"
+#include "vitlens/model.h"
+#include "vitlens/tensor.h"
+
+namespace vitlens::cli {
+
+// MODEL is a .vitl file, or the word "deit-tiny" / "deit-tiny:SEED" for the random-weight
+// benchmark model.
+Model load_model_arg(const std::string& arg);
+
+// The model's input from IMAGE (positional) or --input x.npy (float32 C×H×W, used exactly).
+Image load_input(const Args& args, const Config& cfg, const std::string& image_path);
+
+double now_ms();
+
+}  // namespace vitlens::cli

@@ -1,0 +1,55 @@
+// main.cpp — the vitlens command line: one binary, one subcommand per file (cmd_*.cpp).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "commands.h"
+#include "vitlens/error.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(int argc, char** argv);  // argv[0] is the subcommand name
+  const char* summary;
+};
+
+const Command kCommands[] = {
+    {"info", vitlens::cli::cmd_info, "show a model file's config, classes and provenance"},
+    {"predict", vitlens::cli::cmd_predict, "classify an image or a .npy tensor"},
+    {"import", vitlens::cli::cmd_import, "convert a timm / Hugging Face .safetensors checkpoint"},
+    {"bench", vitlens::cli::cmd_bench, "time the forward pass (median latency)"},
+    {"convert", vitlens::cli::cmd_convert, "rewrite a model as f32 or int8 (or write the deit-tiny benchmark model)"},
+    {"scenes", vitlens::cli::cmd_scenes, "generate Fashion-MNIST scenes with masks"},
+};
+
+void print_usage() {
+  std::printf("vitlens — explain Vision Transformer predictions\n\nusage: vitlens COMMAND [options]\n\ncommands:\n");
+  for (const Command& c : kCommands) std::printf("  %-10s %s\n", c.name, c.summary);
+  std::printf("\n'vitlens COMMAND --help' describes a command.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  for (const Command& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) == 0) {
+      try {
+        return c.run(argc - 1, argv + 1);
+      } catch (const vitlens::Error& e) {
+        std::fprintf(stderr, "vitlens %s: error (%s): %s\n", c.name, vitlens::error_code_name(e.code()),
+                     e.what());
+        return 1;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "vitlens %s: internal error: %s\n", c.name, e.what());
+        return 3;
+      }
+    }
+  }
+  std::fprintf(stderr, "vitlens: unknown command '%s' (see 'vitlens --help')\n", argv[1]);
+  return 2;
+}

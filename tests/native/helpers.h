@@ -1,0 +1,62 @@
+// helpers.h — shared test utilities: fixture paths, .npy comparison, gradient checking.
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "vitlens/npy.h"
+#include "vitlens/tensor.h"
+
+namespace vitlens::test {
+
+inline std::string source_path(const std::string& rel) { return std::string(VITLENS_SOURCE_DIR) + "/" + rel; }
+inline std::string binary_path(const std::string& rel) { return std::string(VITLENS_BINARY_DIR) + "/" + rel; }
+
+// max |a − b| / max |b| over the arrays (b is the reference).
+template <typename A>
+double rel_max_error(const A& a, const std::vector<double>& ref) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num = std::max(num, std::fabs(double(a[i]) - ref[i]));
+    den = std::max(den, std::fabs(ref[i]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Deterministic pseudo-random fill in [-a, a].
+inline void fill_random(float* p, size_t n, uint64_t seed, float a = 1.0f) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    p[i] = a * (float(double(s >> 40) / 16777216.0) * 2.0f - 1.0f);
+  }
+}
+
+// Directional-derivative check: for a few random directions u, compares
+// (f(x + h·u) − f(x − h·u)) / 2h with ⟨grad, u⟩. Returns the worst relative error.
+inline double check_directional(const std::function<double()>& f, float* x, size_t n, const float* grad,
+                                uint64_t seed, float h = 1e-2f, int dirs = 4) {
+  double worst = 0.0;
+  std::vector<float> u(n), x0(x, x + n);
+  for (int k = 0; k < dirs; ++k) {
+    fill_random(u.data(), n, seed + uint64_t(k));
+    double analytic = 0.0, norm = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      analytic += double(grad[i]) * u[i];
+      norm += std::fabs(double(grad[i]) * u[i]);
+    }
+    for (size_t i = 0; i < n; ++i) x[i] = x0[i] + h * u[i];
+    const double fp = f();
+    for (size_t i = 0; i < n; ++i) x[i] = x0[i] - h * u[i];
+    const double fm = f();
+    for (size_t i = 0; i < n; ++i) x[i] = x0[i];
+    const double numeric = (fp - fm) / (2.0 * h);
+    worst = std::max(worst, std::fabs(numeric - analytic) / std::max(norm, 1e-6));
+  }
+  return worst;
+}
+
+}  // namespace vitlens::test

@@ -1,0 +1,60 @@
+// support.mjs — loading the wasm ES module in node, reading .npy files, running the native CLI.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+export const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const wasmDir = process.env.VITLENS_WASM_DIR || path.join(repo, 'build-wasm/wasm');
+export const nativeDir = process.env.VITLENS_NATIVE_BUILD || path.join(repo, 'build');
+
+let modulePromise = null;
+
+// The Emscripten glue (ENVIRONMENT=web,worker,node) expects CommonJS `require` and `__dirname`
+// when it runs in node; an ES module has neither, so they are provided before importing it.
+export function loadVitlens() {
+  if (!modulePromise) {
+    globalThis.require ??= createRequire(import.meta.url);
+    globalThis.__dirname ??= wasmDir;
+    modulePromise = import(pathToFileURL(path.join(wasmDir, 'vitlens.js')).href).then(({ default: create }) =>
+      create({ wasmBinary: fs.readFileSync(path.join(wasmDir, 'vitlens.wasm')) }));
+  }
+  return modulePromise;
+}
+
+// Minimal .npy reader for the fixtures: little-endian f4/f8/u1, C order.
+export function readNpy(file) {
+  const buf = fs.readFileSync(file);
+  if (buf.readUInt8(0) !== 0x93 || buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${file}: not .npy`);
+  const major = buf.readUInt8(6);
+  const hlen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
+  const start = major === 1 ? 10 : 12;
+  const header = buf.toString('latin1', start, start + hlen);
+  const descr = /'descr':\s*'([^']+)'/.exec(header)[1];
+  const shape = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map((s) => s.trim()).filter(Boolean).map(Number);
+  const body = buf.subarray(start + hlen);
+  const copy = new Uint8Array(body).buffer;
+  const data = descr === '<f4' ? new Float32Array(copy) : descr === '<f8' ? new Float64Array(copy) : new Uint8Array(copy);
+  return { shape, data };
+}
+
+export function nativeCli(...args) {
+  const exe = path.join(nativeDir, 'vitlens');
+  if (!fs.existsSync(exe)) throw new Error(`native CLI not built at ${exe} (set VITLENS_NATIVE_BUILD)`);
+  return execFileSync(exe, args, { encoding: 'utf8' });
+}
+
+export function maxRelError(a, ref) {
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < ref.length; i++) {
+    num = Math.max(num, Math.abs(a[i] - ref[i]));
+    den = Math.max(den, Math.abs(ref[i]));
+  }
+  return den > 0 ? num / den : num;
+}
+
+export function tmpDir() {
+  return fs.mkdtempSync(path.join(process.env.TMPDIR || '/tmp', 'vitlens-node-'));
+}
