@@ -76,7 +76,7 @@ bool is_app_or_com(uint8_t m) { return (m >= 0xE0 && m <= 0xEF) || m == 0xFE; }
 
 void jpeg_guard(const uint8_t* b, size_t n) {
   if (n == 0 || b[0] != 0xFF) return;  // stb tries JPEG only on a leading 0xFF (SOI marker)
-  auto byte = [b, n](size_t p) -> uint32_t { return p < n ? b[p] : 0; };  // stb reads 0 past the end
+  auto byte = [b, n](size_t p) -> uint32_t { return p < n ? b[p] : 0; };  // as stb: 0 past the end
 
   // SOI, after any fill bytes, then the leading APPn / COM segments as stb skips them.
   size_t pos = 0;

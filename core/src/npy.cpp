@@ -22,7 +22,7 @@ namespace vitlens {
 
 namespace {
 
-const char kMagic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
 
 Error npy_error(ErrorCode code, const std::string& what) {
   return Error(code, "not a readable .npy file: " + what);
@@ -34,7 +34,7 @@ uint64_t load_le(const uint8_t* p, int n) {
   return v;
 }
 
-// The element types we read: the descr without its byte-order character, and the item size.
+// An element type we read: its kind and its size in bytes.
 struct DType {
   char kind;  // 'f' float, 'i' signed, 'u' unsigned, 'b' bool
   int size;   // bytes
@@ -122,7 +122,9 @@ class HeaderParser {
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\n' || *p_ == '\r')) ++p_;
   }
   void expect(char c) {
-    if (peek() != static_cast<unsigned char>(c)) fail(std::string("expected '") + c + "' in the header");
+    if (peek() != static_cast<unsigned char>(c)) {
+      fail(std::string("expected '") + c + "' in the header");
+    }
     ++p_;
   }
   std::string parse_string() {
@@ -251,7 +253,7 @@ std::vector<uint8_t> encode_npy(const std::vector<int64_t>& shape, const char* d
   header += '\n';
 
   std::vector<uint8_t> out(total + size_t(count) * size_t(item));
-  std::memcpy(out.data(), kMagic, 6);
+  std::memcpy(out.data(), npy_magic, 6);
   out[6] = 1;
   out[7] = 0;
   out[8] = uint8_t(header.size() & 0xff);
@@ -271,7 +273,7 @@ void store_le(uint8_t* out, uint64_t v, int n) {
 NpyArray parse_npy(const uint8_t* bytes, size_t size) {
   if (size == 0) throw npy_error(ErrorCode::truncated, "the file is empty");
   const size_t magic_seen = size < 6 ? size : 6;
-  if (std::memcmp(bytes, kMagic, magic_seen) != 0) {
+  if (std::memcmp(bytes, npy_magic, magic_seen) != 0) {
     throw npy_error(ErrorCode::bad_format, "it does not start with the .npy magic \\x93NUMPY");
   }
   if (size < 8) throw npy_error(ErrorCode::truncated, "the file ends inside the preamble");

@@ -288,7 +288,8 @@ TEST_CASE("image: resize matches Pillow's BILINEAR on float data", "[image]") {
 TEST_CASE("image: halving a checkerboard averages it with the widened triangle", "[image]") {
   // 8×6 one-pixel checkerboard, 255 where x + y is odd. Halving: scale 2, radius 2, output i
   // centred on input 2i + 1, taps 2i-1 … 2i+2 with weights 1/4, 3/4, 3/4, 1/4 (normalised by 2).
-  // Inside, half the weight falls on each parity in each axis: 255 · (1/2·1/2 + 1/2·1/2) = 127.5.
+  // Inside, half the weight falls on each parity in each axis: 255 · (1/2 · 1/2 + 1/2 · 1/2),
+  // i.e. 127.5.
   // At the left/top edge the tap 2i-1 = -1 is dropped: weights 3/4, 3/4, 1/4 over pixels 0, 1, 2
   // normalise to 3/7, 3/7, 1/7, so even pixels carry 4/7 and odd ones 3/7; in the corner
   // P(x + y odd) = 2 · 4/7 · 3/7 = 24/49, i.e. 124.898; on an edge it is still 1/2.

@@ -9,7 +9,8 @@ namespace vitlens {
 
 struct NpyArray {
   std::vector<int64_t> shape;
-  std::vector<double> data;  // row-major, converted from '<f4', '<f8', '<i4', '<i8', '|u1', '|b1'
+  std::vector<double> data;  // row-major, converted from '<f4', '<f8', '<i4', '<i8', '|u1',
+                             // '|i1', '|b1'
   std::string dtype;         // the descr as stored, e.g. "<f4"
 };
 
