@@ -1,6 +1,7 @@
-// node_bench.mjs — median latency of the wasm build's forward pass in node.
+// node_bench.mjs — median latency of the wasm build's forward pass in node and, with --methods,
+// of every attribution method (one explain() call after a prediction, the page's path).
 //
-// usage: node --no-experimental-fetch bench/node_bench.mjs [MODEL.vitl | deit-tiny] [--iters N]
+// usage: node --no-experimental-fetch bench/node_bench.mjs [MODEL.vitl | deit-tiny] [--iters N] [--methods]
 // deit-tiny is generated natively first (vitlens import is not needed: the native CLI writes it).
 import fs from 'node:fs';
 import path from 'node:path';
@@ -41,5 +42,21 @@ function median(f) {
 }
 
 const fwd = median(() => model.predictTensor(x, 1));
-console.log(JSON.stringify({ model: target, iters, forward_ms: fwd }));
+const out = { model: target, iters, forward_ms: fwd };
+if (args.includes('--methods')) {
+  // explain() reuses the prediction's forward pass, so each run predicts again first: the figure
+  // is forward + the method, as a user waits for it.
+  out.methods_ms = {};
+  for (const m of vl.methods()) {
+    out.methods_ms[m.name] = median(() => {
+      model.predictTensor(x, 1);
+      model.explain(m.name, {});
+    });
+  }
+  out.methods_ms['all, shared forward'] = median(() => {
+    model.predictTensor(x, 1);
+    for (const m of vl.methods()) model.explain(m.name, {});
+  });
+}
+console.log(JSON.stringify(out));
 model.delete();

@@ -1,9 +1,18 @@
-// cmd_bench.cpp — `vitlens bench MODEL`: median latency of the forward (and backward) pass.
+// cmd_bench.cpp — `vitlens bench MODEL`: median latency of the forward (and backward) pass and,
+// with --methods, of each attribution method.
 #include <algorithm>
 #include <cstdio>
+#include <string>
+#include <utility>
 #include <vector>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "common.h"
+#include "vitlens/error.h"
+#include "vitlens/lrp.h"
+#include "vitlens/methods.h"
 #include "vitlens/vit.h"
 
 namespace vitlens::cli {
@@ -27,18 +36,46 @@ Stats time_it(F&& f, int iters) {
   return {t[t.size() / 2], t.front(), t[std::min(t.size() - 1, t.size() * 9 / 10)]};
 }
 
+// --methods: every method; --methods=a,b: those.
+std::vector<std::string> method_list(const std::string& arg) {
+  std::vector<std::string> out;
+  if (arg == "1") {
+    for (const MethodInfo& m : method_registry()) out.push_back(m.name);
+    return out;
+  }
+  size_t start = 0;
+  while (start <= arg.size()) {
+    const size_t comma = std::min(arg.find(',', start), arg.size());
+    const std::string name = arg.substr(start, comma - start);
+    if (!find_method(name)) throw Error(ErrorCode::bad_argument, "--methods: unknown method '" + name + "' (see vitlens explain --list)");
+    out.push_back(name);
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  Args args(argc, argv, {"iters"}, {"help", "json"});
+  Args args(argc, argv, {"iters", "methods"}, {"help", "json", "methods"});
   if (args.has("help") || args.positional().size() != 1) {
     std::printf(
-        "usage: vitlens bench MODEL [--iters N] [--json]\n\n"
+        "usage: vitlens bench MODEL [--iters N] [--methods[=a,b,...]] [--json]\n\n"
         "MODEL is a .vitl file or 'deit-tiny' (224×224, patch 16, width 192, 12 blocks, 3 heads, random\n"
         "weights). Reports the median, minimum and 90th-percentile latency over N runs (default 30)\n"
-        "after 3 warm-up runs, single thread.\n");
+        "after 3 warm-up runs, single thread.\n"
+        "--methods also times every attribution method (or the ones listed) as one explain() call from\n"
+        "the input: forward, backward and relevance passes included; then the double-precision forward\n"
+        "of the LRP methods alone, and all methods on one shared state (the page's grid).\n");
     return args.has("help") ? 0 : 2;
   }
+#if defined(__GLIBC__)
+  // glibc returns large blocks to the kernel on free, so every large temporary (Eigen's GEMM
+  // blocking, the passes' buffers) would page-fault again on each run; keep them in the heap,
+  // as wasm's allocator does.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum on 64-bit
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
   const Model m = load_model_arg(args.positional()[0]);
   const int iters = std::max(1, args.get_int("iters", 30));
   const Image x = random_input(m.config, 1);
@@ -49,14 +86,36 @@ int cmd_bench(int argc, char** argv) {
   vit_forward(tr, m, x);
   dlogits[top_k(m.config, tr.logits, 1)[0].cls] = 1.0f;
   const Stats bwd = time_it([&] { vit_backward(g, nullptr, m, tr, dlogits); }, iters);
+  std::vector<std::pair<std::string, Stats>> rows;  // (name, latency) of the --methods lines
+  if (args.has("methods")) {
+    const std::vector<std::string> methods = method_list(args.get("methods"));
+    for (const std::string& name : methods)
+      rows.push_back({name, time_it([&] { explain(m, x, name); }, iters)});
+    TraceD td;
+    rows.push_back({"lrp forward (double)", time_it([&] { lrp_forward(td, m, x); }, iters)});
+    rows.push_back({"all listed, shared state", time_it([&] {
+                      ExplainState st;
+                      st.set_input(m, x);
+                      for (const std::string& name : methods) explain(m, st, name);
+                    }, iters)});
+  }
   if (args.has("json")) {
     std::printf("{\"forward_ms\": {\"median\": %.3f, \"min\": %.3f, \"p90\": %.3f}, "
-                "\"backward_ms\": {\"median\": %.3f, \"min\": %.3f, \"p90\": %.3f}}\n",
+                "\"backward_ms\": {\"median\": %.3f, \"min\": %.3f, \"p90\": %.3f}",
                 fwd.median, fwd.min, fwd.p90, bwd.median, bwd.min, bwd.p90);
+    if (!rows.empty()) {
+      std::printf(", \"methods_ms\": {");
+      for (size_t i = 0; i < rows.size(); ++i)
+        std::printf("%s\"%s\": {\"median\": %.3f, \"min\": %.3f, \"p90\": %.3f}", i ? ", " : "", rows[i].first.c_str(),
+                    rows[i].second.median, rows[i].second.min, rows[i].second.p90);
+      std::printf("}");
+    }
+    std::printf("}\n");
   } else {
     std::printf("%-26s %10s %10s %10s\n", "pass", "median ms", "min ms", "p90 ms");
     std::printf("%-26s %10.3f %10.3f %10.3f\n", "forward", fwd.median, fwd.min, fwd.p90);
     std::printf("%-26s %10.3f %10.3f %10.3f\n", "backward (activations)", bwd.median, bwd.min, bwd.p90);
+    for (const auto& [name, st] : rows) std::printf("%-26s %10.3f %10.3f %10.3f\n", name.c_str(), st.median, st.min, st.p90);
   }
   return 0;
 }

@@ -11,6 +11,7 @@ int cmd_info(int argc, char** argv);
 int cmd_predict(int argc, char** argv);
 int cmd_import(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_explain(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_scenes(int argc, char** argv);
 

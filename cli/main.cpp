@@ -19,6 +19,7 @@ const Command kCommands[] = {
     {"predict", vitlens::cli::cmd_predict, "classify an image or a .npy tensor"},
     {"import", vitlens::cli::cmd_import, "convert a timm / Hugging Face .safetensors checkpoint"},
     {"bench", vitlens::cli::cmd_bench, "time the forward pass (median latency)"},
+    {"explain", vitlens::cli::cmd_explain, "an attribution map: raw .npy and/or an overlay (--list: the methods)"},
     {"convert", vitlens::cli::cmd_convert, "rewrite a model as f32 or int8 (or write the deit-tiny benchmark model)"},
     {"scenes", vitlens::cli::cmd_scenes, "generate Fashion-MNIST scenes with masks"},
 };

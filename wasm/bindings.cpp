@@ -6,13 +6,16 @@
 #include <emscripten/bind.h>
 #include <emscripten/val.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vitlens/error.h"
 #include "vitlens/image.h"
 #include "vitlens/limits.h"
+#include "vitlens/methods.h"
 #include "vitlens/model_file.h"
 #include "vitlens/safetensors.h"
 #include "vitlens/vit.h"
@@ -55,6 +58,107 @@ std::vector<T> copy_in(const val& array, int64_t max_elems, const char* what) {
 
 val float32_out(const float* p, size_t n) {
   return val::global("Float32Array").new_(emscripten::typed_memory_view(n, p));
+}
+
+val mat_out(const Mat& m) {
+  if (m.size() == 0) return val::null();
+  return float32_out(m.data(), size_t(m.size()));
+}
+
+// A number option of a plain JS options object, `def` when absent.
+double number_option(const val& o, const char* key, double def) {
+  const val v = o[key];
+  if (v.isUndefined() || v.isNull()) return def;
+  if (!v.isNumber()) throw Error(ErrorCode::bad_argument, std::string("option ") + key + " must be a number");
+  return v.as<double>();
+}
+
+int int_option(const val& o, const char* key, int def) {
+  const double v = number_option(o, key, def);
+  if (v != std::floor(v) || std::fabs(v) > 1e9)
+    throw Error(ErrorCode::bad_argument, std::string("option ") + key + " must be an integer");
+  return int(v);
+}
+
+bool bool_option(const val& o, const char* key, bool def) {
+  const val v = o[key];
+  if (v.isUndefined() || v.isNull()) return def;
+  if (!v.isTrue() && !v.isFalse()) throw Error(ErrorCode::bad_argument, std::string("option ") + key + " must be a boolean");
+  return v.isTrue();
+}
+
+MethodOptions options_from_js(const val& o) {
+  MethodOptions opt;
+  if (o.isUndefined() || o.isNull()) return opt;
+  if (o.typeOf().as<std::string>() != "object") throw Error(ErrorCode::bad_argument, "explain options must be an object");
+  opt.target = int_option(o, "target", -1);
+  opt.start_layer = int_option(o, "startLayer", 0);
+  opt.block = int_option(o, "block", -1);
+  opt.discard_ratio = number_option(o, "discardRatio", 0.0);
+  opt.use_grad = bool_option(o, "useGrad", true);
+  opt.want_intermediates = bool_option(o, "intermediates", false);
+  const val f = o["headFusion"];
+  if (!f.isUndefined() && !f.isNull()) {
+    const std::string s = f.isString() ? f.as<std::string>() : "";
+    if (s == "mean") opt.head_fusion = HeadFusion::mean;
+    else if (s == "max") opt.head_fusion = HeadFusion::max;
+    else if (s == "min") opt.head_fusion = HeadFusion::min;
+    else throw Error(ErrorCode::bad_argument, "option headFusion must be \"mean\", \"max\" or \"min\"");
+  }
+  return opt;
+}
+
+val report_to_js(const ConservationReport& r) {
+  val layers = val::array();
+  for (const LayerRelevance& l : r.layers) {
+    val o = val::object();
+    o.set("layer", l.layer);
+    o.set("relevanceOut", l.relevance_out);
+    o.set("relevanceIn", l.relevance_in);
+    layers.call<void>("push", o);
+  }
+  return layers;
+}
+
+val explanation_to_js(const Explanation& ex, const ConservationReport* report) {
+  val o = val::object();
+  o.set("method", ex.method);
+  o.set("target", ex.target);
+  o.set("tokenMap", mat_out(ex.token_map));
+  o.set("gridH", int(ex.token_map.rows()));
+  o.set("gridW", int(ex.token_map.cols()));
+  o.set("pixelMap", mat_out(ex.pixel_map));
+  o.set("height", int(ex.pixel_map.rows()));
+  o.set("width", int(ex.pixel_map.cols()));
+  o.set("conservation", report ? report_to_js(*report) : val::array());
+  if (report) {
+    auto num = [](double v) { return std::isnan(v) ? val::null() : val(v); };
+    val sums = val::object();
+    sums.set("seed", report->seed_sum);
+    val blocks = val::array();
+    for (double b : report->block_input_sums) blocks.call<void>("push", num(b));
+    sums.set("blockInputs", blocks);
+    sums.set("tokens", num(report->tokens_sum));
+    sums.set("image", num(report->image_sum));
+    o.set("relevanceSums", sums);
+  }
+  if (!ex.blocks.empty()) {
+    val blocks = val::array();
+    for (const BlockIntermediates& b : ex.blocks) {
+      val bo = val::object();
+      bo.set("attn", mat_out(b.attn));
+      bo.set("grad", mat_out(b.grad));
+      bo.set("relevance", mat_out(b.relevance));
+      bo.set("step", mat_out(b.step));
+      bo.set("accumulated", mat_out(b.accumulated));
+      blocks.call<void>("push", bo);
+    }
+    val in = val::object();
+    in.set("tokens", ex.blocks.empty() || ex.blocks[0].attn.size() == 0 ? 0 : int(ex.blocks[0].attn.rows()));
+    in.set("blocks", blocks);
+    o.set("intermediates", in);
+  }
+  return o;
 }
 
 val predictions_to_js(const Config& c, const std::vector<Prediction>& top) {
@@ -145,7 +249,16 @@ class WasmModel {
     });
   }
 
-  val logits() const { return float32_out(trace_.logits.data(), size_t(trace_.logits.size())); }
+  val logits() const { return float32_out(state_.trace.logits.data(), size_t(state_.trace.logits.size())); }
+
+  // An attribution map of the last predicted input. The forward pass is reused, and so are the
+  // backward and relevance passes while the target class stays the same.
+  val explain_js(std::string method, val options) {
+    return guarded([&] {
+      const Explanation ex = explain(model_, state_, method, options_from_js(options));
+      return explanation_to_js(ex, find_method(method)->reports_relevance ? &ex.conservation : nullptr);
+    });
+  }
 
   val save(std::string storage) const {
     return guarded([&] {
@@ -172,13 +285,36 @@ class WasmModel {
 
   val predict(const Image& x, int k) {
     if (k < 1) throw Error(ErrorCode::bad_argument, "k must be at least 1");
-    vit_forward(trace_, model_, x);
-    return predictions_to_js(model_.config, top_k(model_.config, trace_.logits, k));
+    state_.set_input(model_, x);
+    return predictions_to_js(model_.config, top_k(model_.config, state_.trace.logits, k));
   }
 
   Model model_;
-  Trace trace_;
+  ExplainState state_;  // the last predicted input's forward pass and what explain derived from it
 };
+
+val methods_js() {
+  val out = val::array();
+  for (const MethodInfo& m : method_registry()) {
+    val o = val::object();
+    o.set("name", std::string(m.name));
+    o.set("description", std::string(m.description));
+    o.set("paper", std::string(m.paper));
+    val opts = val::array();
+    const std::pair<unsigned, const char*> names[] = {{opt_target, "target"},         {opt_start_layer, "startLayer"},
+                                                      {opt_head_fusion, "headFusion"}, {opt_discard_ratio, "discardRatio"},
+                                                      {opt_block, "block"},           {opt_use_grad, "useGrad"}};
+    for (const auto& [bit, name] : names)
+      if (m.options & bit) opts.call<void>("push", std::string(name));
+    o.set("options", opts);
+    o.set("classSpecific", m.class_specific);
+    o.set("reportsRelevance", m.reports_relevance);
+    o.set("conserves", m.conserves);
+    o.set("nativePixels", m.native_pixels);
+    out.call<void>("push", o);
+  }
+  return out;
+}
 
 val decode_image_js(val bytes) {
   return guarded([&] {
@@ -202,6 +338,8 @@ EMSCRIPTEN_BINDINGS(vitlens) {
       .function("predictRGBA", &WasmModel::predict_rgba)
       .function("predictTensor", &WasmModel::predict_tensor)
       .function("logits", &WasmModel::logits)
+      .function("explain", &WasmModel::explain_js)
       .function("save", &WasmModel::save);
   emscripten::function("decodeImage", &decode_image_js);
+  emscripten::function("methods", &methods_js);
 }

@@ -38,6 +38,85 @@ export interface DecodedImage {
   data: Uint8Array;
 }
 
+export type MethodName =
+  | "raw-attention"
+  | "rollout"
+  | "attn-gradcam"
+  | "grad-rollout"
+  | "transformer-attribution"
+  | "partial-lrp"
+  | "lrp"
+  | "attnlrp";
+
+/** One entry of the method registry (`methods()`). */
+export interface MethodInfo {
+  name: MethodName;
+  description: string;
+  paper: string;
+  /** The ExplainOptions keys the method reads; it ignores the others. */
+  options: Array<"target" | "startLayer" | "headFusion" | "discardRatio" | "block" | "useGrad">;
+  /** The map depends on the target class (false for raw-attention and rollout). */
+  classSpecific: boolean;
+  /** An LRP method: `conservation` and `relevanceSums` are filled. */
+  reportsRelevance: boolean;
+  /** Σ relevance should equal the seed down to the token embeddings (Chefer's rules). */
+  conserves: boolean;
+  /** The pixel map is computed at the input (lrp, attnlrp), not upsampled from the tokens. */
+  nativePixels: boolean;
+}
+
+export interface ExplainOptions {
+  /** Class to explain; default −1 = the predicted (arg-max) class. */
+  target?: number;
+  /** rollout, transformer-attribution: first block (0-based) of the product; default 0. */
+  startLayer?: number;
+  /** rollout: how heads are fused; default "mean". */
+  headFusion?: "mean" | "max" | "min";
+  /** rollout: fraction (0…1) of the fused attention zeroed, lowest first; default 0. */
+  discardRatio?: number;
+  /** transformer-attribution: one block only (the paper's ablation); default −1 = all blocks. */
+  block?: number;
+  /** transformer-attribution: false = the paper's "without gradients" ablation; default true. */
+  useGrad?: boolean;
+  /** Also return the per-block intermediates; default false. */
+  intermediates?: boolean;
+}
+
+/** Σ relevance arriving at a layer (relevanceOut) and passed to its inputs (relevanceIn). */
+export interface LayerRelevance {
+  layer: string; // "head", "pool", "norm", "blocks.N.add2", …, "patch_embed"
+  relevanceOut: number;
+  relevanceIn: number;
+}
+
+/** Per block, head means, each n×n row-major (n = tokens), or null when not computed. */
+export interface BlockIntermediates {
+  attn: Float32Array | null; // E_h[A_b]
+  grad: Float32Array | null; // E_h[∂y_t/∂A_b]
+  relevance: Float32Array | null; // E_h[R_A_b] (LRP methods)
+  step: Float32Array | null; // this block's factor of the rollout product
+  accumulated: Float32Array | null; // the product from the first block used up to this one
+}
+
+export interface Explanation {
+  method: MethodName;
+  target: number;
+  /** Raw, unnormalised token map, gridH×gridW row-major. */
+  tokenMap: Float32Array;
+  gridH: number;
+  gridW: number;
+  /** height×width: the token map upsampled (bilinear, half-pixel centres), or native for lrp/attnlrp. */
+  pixelMap: Float32Array;
+  height: number;
+  width: number;
+  /** LRP methods: Σ relevance after each layer, in propagation order (empty otherwise). */
+  conservation: LayerRelevance[];
+  /** LRP methods: the seed, each block's input, the tokens E0 and the image (null if not reached). */
+  relevanceSums?: { seed: number; blockInputs: Array<number | null>; tokens: number | null; image: number | null };
+  /** When options.intermediates. */
+  intermediates?: { tokens: number; blocks: BlockIntermediates[] };
+}
+
 export interface Model {
   info(): ModelInfo;
   /** The model input (C×H×W, normalised) for RGBA pixels of any size. */
@@ -47,6 +126,13 @@ export interface Model {
   predictTensor(x: Float32Array, k: number): Prediction[];
   /** The logits of the last prediction. */
   logits(): Float32Array;
+  /**
+   * An attribution map of the last predicted input (predictRGBA / predictTensor). Its forward pass
+   * is reused, and the backward and relevance passes too while the target stays the same.
+   * Both arguments are required (Embind checks the count): pass {} for the defaults.
+   * Throws "bad_argument: ..." for an unknown method or an option out of range.
+   */
+  explain(method: MethodName, options: ExplainOptions): Explanation;
   /** The model as a .vitl file. */
   save(storage: "f32" | "int8"): Uint8Array;
   delete(): void;
@@ -62,6 +148,8 @@ export interface ModelStatic {
 export interface VitlensModule {
   Model: ModelStatic;
   decodeImage(bytes: Uint8Array): DecodedImage;
+  /** The attribution methods, in display order. */
+  methods(): MethodInfo[];
 }
 
 export default function createVitlens(options?: { wasmBinary?: ArrayBuffer | Uint8Array; locateFile?: (path: string) => string }): Promise<VitlensModule>;

@@ -1,23 +1,32 @@
 // linear.cpp — the fully connected layer: forward and backward, and for the LRP methods its
 // double-precision forward and relevance rules (αβ of Chefer 2021, ε of AttnLRP).
+#include <cassert>
 #include <cmath>
 
+#include "vitlens/gemm.h"
 #include "vitlens/layers.h"
 
 namespace vitlens {
 
 void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b) {
-  y.resize(x.rows(), W.rows());
-  y.noalias() = x * W.transpose();
+  const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
+  assert(x.cols() == in && b.size() == out);
+  y.resize(n, out);
+  gemm_nt(y.data(), x.data(), W.data(), n, out, in, in, in, out, 1.0f, 0.0f);  // x·Wᵀ
   y.rowwise() += b.transpose();
 }
 
 void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W) {
+  const int n = int(dy.rows()), in = int(W.cols()), out = int(W.rows());
+  assert(dy.cols() == out && x.rows() == n && x.cols() == in);
   if (dx) {
-    dx->resize(dy.rows(), W.cols());
-    dx->noalias() = dy * W;  // ∂(x·Wᵀ)/∂x
+    dx->resize(n, in);
+    gemm_nn(dx->data(), dy.data(), W.data(), n, in, out, out, in, in, 1.0f, 0.0f);  // ∂(x·Wᵀ)/∂x = dy·W
   }
-  if (dW) dW->noalias() += dy.transpose() * x;  // Σ_rows dyᵀ x
+  if (dW) {
+    assert(dW->rows() == out && dW->cols() == in);
+    gemm_tn(dW->data(), dy.data(), x.data(), out, in, n, out, in, in, 1.0f, 1.0f);  // Σ_rows dyᵀ x
+  }
   if (db) *db += dy.colwise().sum().transpose();
 }
 
@@ -30,23 +39,22 @@ double safe_divide(double a, double b) {
 double stabilise(double z) { return z >= 0.0 ? z + 1e-6 : z - 1e-6; }
 
 void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, LrpScratch& s) {
-  s.w = W.cast<double>();  // (out, in)
+  s.wd = W.cast<double>();  // (out, in)
   y.resize(x.rows(), W.rows());
-  y.noalias() = x * s.w.transpose();
+  y.noalias() = x * s.wd.transpose();
   y.rowwise() += b.cast<double>().transpose();
 }
 
 void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W,
                       const Vec& b, LinearRule rule, LrpScratch& s) {
   const Eigen::Index n = x.rows(), in = W.cols(), out = W.rows();
-  r_in.resize(n, in);
   if (rule == LinearRule::epsilon) {
-    // R_in = x ⊙ ((R / stab(z))·W), z = x·Wᵀ + b  (Bach et al. 2015; AttnLRP Eq. 8)
-    s.w = W.cast<double>();
+    // R_in = x ⊙ ((R / stab(z))·W), z = x·Wᵀ + b  (Bach et al. 2015; AttnLRP)
     s.s = r.binaryExpr(y, [](double rv, double zv) { return rv / stabilise(zv); });
-    s.t.resize(n, in);
-    s.t.noalias() = s.s * s.w;
-    r_in = x.cwiseProduct(s.t);
+    s.a = s.s.cast<float>();
+    s.p.resize(n, in);
+    gemm_nn(s.p.data(), s.a.data(), W.data(), int(n), int(in), int(out), int(out), int(in), int(in), 1.0f, 0.0f);
+    r_in = x.cwiseProduct(s.p.cast<double>());
     return;
   }
   // LRP-α1β0 with one shared denominator (Bach et al. 2015; Chefer et al. 2021):
@@ -54,17 +62,20 @@ void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, c
   // With p⁺q⁺ + p⁻q⁻ = ½(pq + |p||q|): Z = ½(x·Wᵀ + |x|·|W|ᵀ), where x·Wᵀ = y − b, and
   // R_in = ½(x⊙(S·W) + |x|⊙(S·|W|)) — three products instead of four.
   s.w.resize(out, 2 * in);  // [W | |W|]
-  s.w.leftCols(in) = W.cast<double>();
-  s.w.rightCols(in) = s.w.leftCols(in).cwiseAbs();
-  s.z.resize(n, out);
-  s.z.noalias() = x.cwiseAbs() * s.w.rightCols(in).transpose();
-  s.z += y;
-  s.z.rowwise() -= b.cast<double>().transpose();
-  s.z *= 0.5;
+  s.w.leftCols(in) = W;
+  s.w.rightCols(in) = W.cwiseAbs();
+  s.a = x.cwiseAbs().cast<float>();
+  s.p.resize(n, out);  // |x|·|W|ᵀ
+  gemm_nt(s.p.data(), s.a.data(), s.w.data() + in, int(n), int(out), int(in), int(in), int(2 * in), int(out),
+          1.0f, 0.0f);
+  s.z = 0.5 * (y.rowwise() - b.cast<double>().transpose() + s.p.cast<double>());
   s.s = r.binaryExpr(s.z, [](double rv, double zv) { return safe_divide(rv, zv); });
-  s.t.resize(n, 2 * in);
-  s.t.noalias() = s.s * s.w;
-  r_in = 0.5 * (x.cwiseProduct(s.t.leftCols(in)) + x.cwiseAbs().cwiseProduct(s.t.rightCols(in)));
+  s.a = s.s.cast<float>();
+  s.p.resize(n, 2 * in);  // S·[W | |W|]
+  gemm_nn(s.p.data(), s.a.data(), s.w.data(), int(n), int(2 * in), int(out), int(out), int(2 * in), int(2 * in),
+          1.0f, 0.0f);
+  r_in = 0.5 * (x.cwiseProduct(s.p.leftCols(in).cast<double>()) +
+                x.cwiseAbs().cwiseProduct(s.p.rightCols(in).cast<double>()));
 }
 
 }  // namespace vitlens

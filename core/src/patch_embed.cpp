@@ -4,6 +4,7 @@
 // The patch embedding itself is a linear layer over these rows (a stride-p convolution with a
 // p×p kernel is exactly that); patches are taken row-major over the (H/p)×(W/p) grid, each
 // flattened in (C, p, p) order to match the (d, C, p, p) checkpoint weight.
+#include "vitlens/gemm.h"
 #include "vitlens/layers.h"
 
 namespace vitlens {
@@ -49,16 +50,19 @@ void patch_embed_relevance(MatD& pixel_map, const MatD& r, const MatD& patches, 
     // with x·Wᵀ = embed − b and S·W⁻ = S·W − S·W⁺.
     const double lo = patches.minCoeff(), hi = patches.maxCoeff();
     s.w.resize(W.rows(), 2 * cpp);  // [W | W⁺]
-    s.w.leftCols(cpp) = W.cast<double>();
-    s.w.rightCols(cpp) = s.w.leftCols(cpp).cwiseMax(0.0);
-    const VecD pos_sum = s.w.rightCols(cpp).rowwise().sum();             // (d) ΣW⁺
-    const VecD neg_sum = s.w.leftCols(cpp).rowwise().sum() - pos_sum;    // (d) ΣW⁻
+    s.w.leftCols(cpp) = W;
+    s.w.rightCols(cpp) = W.cwiseMax(0.0f);
+    const VecD pos_sum = s.w.rightCols(cpp).cast<double>().rowwise().sum();           // (d) ΣW⁺
+    const VecD neg_sum = W.cast<double>().rowwise().sum() - pos_sum;                   // (d) ΣW⁻
     s.z = embed;
     s.z.rowwise() -= (b.cast<double>() + lo * pos_sum + hi * neg_sum).transpose();
     s.z.array() += 1e-9;
     s.s = r.cwiseQuotient(s.z);
-    s.t.resize(r.rows(), 2 * cpp);
-    s.t.noalias() = s.s * s.w;  // [S·W | S·W⁺]
+    s.a = s.s.cast<float>();
+    s.p.resize(r.rows(), 2 * cpp);
+    gemm_nn(s.p.data(), s.a.data(), s.w.data(), int(r.rows()), int(2 * cpp), int(W.rows()), int(W.rows()),
+            int(2 * cpp), int(2 * cpp), 1.0f, 0.0f);  // [S·W | S·W⁺]
+    s.t = s.p.cast<double>();
     r_patches = patches.cwiseProduct(s.t.leftCols(cpp)) - lo * s.t.rightCols(cpp) -
                 hi * (s.t.leftCols(cpp) - s.t.rightCols(cpp));
   }

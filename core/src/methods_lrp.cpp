@@ -1,0 +1,117 @@
+// methods_lrp.cpp — the LRP-based methods: transformer-attribution (Chefer, Gur & Wolf, CVPR
+// 2021) with its ablations, partial-lrp (Voita et al. 2019), lrp (full, to the pixels) and
+// attnlrp (Achtibat et al., ICML 2024). Small functions over the relevance passes of lrp.h, which
+// run once per (input, target) on the double-precision trace and only as deep as a method needs.
+#include "methods_internal.h"
+
+namespace vitlens::detail {
+
+namespace {
+
+const TraceD& trace_d(const Model& m, ExplainState& st) {
+  if (!st.has_trace_d) {
+    lrp_forward(st.trace_d, m, st.trace.input);
+    st.has_trace_d = true;
+  }
+  return st.trace_d;
+}
+
+// E_h[(R_A)⁺] or, with gradients, E_h[(∇A ⊙ R_A)⁺] of one block.
+MatD relevance_bar(const std::vector<MatD>& r_attn, const std::vector<Mat>* grad) {
+  MatD bar = MatD::Zero(r_attn[0].rows(), r_attn[0].cols());  // (n, n)
+  for (size_t h = 0; h < r_attn.size(); ++h) {
+    if (grad)
+      bar += (*grad)[h].cast<double>().cwiseProduct(r_attn[h]).cwiseMax(0.0);
+    else
+      bar += r_attn[h].cwiseMax(0.0);
+  }
+  return bar / double(r_attn.size());
+}
+
+void add_relevance_intermediates(Explanation& out, const RelevancePass& pass) {
+  for (size_t b = 0; b < out.blocks.size(); ++b) {
+    const std::vector<MatD>& r = pass.r_attn[b];
+    if (r.empty()) continue;
+    MatD mean = MatD::Zero(r[0].rows(), r[0].cols());
+    for (const MatD& rh : r) mean += rh;
+    out.blocks[b].relevance = (mean / double(r.size())).cast<float>();
+  }
+}
+
+// Σ over features of the relevance at E0 (the first block's input, position embedding included),
+// CLS dropped: the relevance of each patch token.
+Mat token_relevance(const RelevancePass& pass, const Config& c) {
+  return grid_from_row(pass.r.rowwise().sum().transpose(), c);
+}
+
+}  // namespace
+
+// Chefer, Gur & Wolf 2021: Ā_b = E_h[(∇A_b ⊙ R_{A_b})⁺] (or E_h[(R_{A_b})⁺] without gradients),
+// C = (I + Ā_L)·…·(I + Ā_s), no row normalisation; map = C[0, 1:]. Single-block ablation:
+// (I + Ā_b)[0, 1:] = Ā_b[0, 1:].
+void transformer_attribution(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
+  const Config& c = m.config;
+  const int lowest = opt.block >= 0 ? opt.block : opt.start_layer;
+  const Grads* g = opt.use_grad ? &target_grads(m, st, out.target) : nullptr;
+  lrp_propagate(st.chefer, m, trace_d(m, st), kCheferRules, out.target, lowest, false);
+  const int n = c.tokens();
+  Eigen::RowVectorXd row = Eigen::RowVectorXd::Unit(n, 0);  // (n) e₀ᵀ·C
+  if (opt.block >= 0) {
+    const MatD bar = relevance_bar(st.chefer.r_attn[size_t(opt.block)], g ? &g->blocks[size_t(opt.block)].attn : nullptr);
+    row = bar.row(0);
+    if (opt.want_intermediates) out.blocks[size_t(opt.block)].step = out.blocks[size_t(opt.block)].accumulated = bar.cast<float>();
+  } else {
+    std::vector<MatD> steps(size_t(c.depth));  // (L) × (n, n) I + Ā_b
+    for (int b = lowest; b < c.depth; ++b) {
+      steps[size_t(b)] = relevance_bar(st.chefer.r_attn[size_t(b)], g ? &g->blocks[size_t(b)].attn : nullptr);
+      steps[size_t(b)].diagonal().array() += 1.0;
+    }
+    for (int b = c.depth - 1; b >= lowest; --b) row = row * steps[size_t(b)];
+    if (opt.want_intermediates) {
+      MatD acc = steps[size_t(lowest)];  // (n, n)
+      for (int b = lowest; b < c.depth; ++b) {
+        if (b > lowest) acc = steps[size_t(b)] * acc;
+        out.blocks[size_t(b)].step = steps[size_t(b)].cast<float>();
+        out.blocks[size_t(b)].accumulated = acc.cast<float>();
+      }
+    }
+  }
+  out.token_map = grid_from_row(row, c);
+  out.conservation = st.chefer.report;
+  add_attention_intermediates(out, st.trace, g);
+  add_relevance_intermediates(out, st.chefer);
+}
+
+// Voita et al. 2019, as Chefer et al. 2021's baseline: E_h[(R_{A_L})⁺][0, 1:].
+void partial_lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
+  const Config& c = m.config;
+  lrp_propagate(st.chefer, m, trace_d(m, st), kCheferRules, out.target, c.depth - 1, false);
+  out.token_map = grid_from_row(relevance_bar(st.chefer.r_attn.back(), nullptr).row(0), c);
+  out.conservation = st.chefer.report;
+  add_attention_intermediates(out, st.trace, nullptr);
+  add_relevance_intermediates(out, st.chefer);
+}
+
+// Full LRP with Chefer's rules through every layer, the position-embedding add (CLS share
+// dropped) and z^B at the patch embedding: pixel map Σ_c R_x. Token map: Σ_d R_{E0} per patch.
+void lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
+  lrp_propagate(st.chefer, m, trace_d(m, st), kCheferRules, out.target, 0, true);
+  out.pixel_map = st.chefer.pixel_map.cast<float>();
+  out.token_map = token_relevance(st.chefer, m.config);
+  out.conservation = st.chefer.report;
+  add_attention_intermediates(out, st.trace, nullptr);
+  add_relevance_intermediates(out, st.chefer);
+}
+
+// AttnLRP (Achtibat et al. 2024), seeded with the target logit: pixel map Σ_c x ⊙ (modified
+// gradient) = Σ_c R_x; token map Σ_d R_{E0} per patch.
+void attnlrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
+  lrp_propagate(st.attnlrp, m, trace_d(m, st), kAttnLrpRules, out.target, 0, true);
+  out.pixel_map = st.attnlrp.pixel_map.cast<float>();
+  out.token_map = token_relevance(st.attnlrp, m.config);
+  out.conservation = st.attnlrp.report;
+  add_attention_intermediates(out, st.trace, nullptr);
+  add_relevance_intermediates(out, st.attnlrp);
+}
+
+}  // namespace vitlens::detail

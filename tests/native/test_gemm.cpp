@@ -1,0 +1,219 @@
+// test_gemm.cpp — gemm_nn / gemm_nt / gemm_tn against a double-precision loop: edge sizes, leading
+// dimensions wider than the rows, alpha and beta, beta = 0 never reading C; plus a hidden
+// throughput report for the ViT's shapes ("[gemm-bench]", run by name).
+//
+// Tolerance: the standard bound for a float32 sum of K products in any order,
+//   |Ĉ − C| ≤ γ_{K+3} · (|alpha|·Σ_k |a_ik·b_kj| + |beta·c_ij|),  γ_n = n·u/(1 − n·u), u = 2⁻²⁴
+// (K − 1 additions and one rounding per product, and the alpha, beta and final additions).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "helpers.h"
+#include "vitlens/gemm.h"
+#include "vitlens/tensor.h"
+
+using vitlens::test::fill_random;
+
+namespace {
+
+enum class Layout { nn, nt, tn };
+
+const char* layout_name(Layout l) { return l == Layout::nn ? "nn" : l == Layout::nt ? "nt" : "tn"; }
+
+struct Case {
+  Layout layout;
+  int M, N, K;
+  int pad_a, pad_b, pad_c;  // leading dimension = row length + pad
+  float alpha, beta;
+};
+
+// Runs one product and returns the worst ratio |error| / bound over C (≤ 1 passes).
+double run_case(const Case& t, uint64_t seed) {
+  // Memory shapes: A (M, K) or, for tn, (K, M); B (K, N) or, for nt, (N, K).
+  const int a_rows = t.layout == Layout::tn ? t.K : t.M, a_cols = t.layout == Layout::tn ? t.M : t.K;
+  const int b_rows = t.layout == Layout::nt ? t.N : t.K, b_cols = t.layout == Layout::nt ? t.K : t.N;
+  const int lda = a_cols + t.pad_a, ldb = b_cols + t.pad_b, ldc = t.N + t.pad_c;
+  std::vector<float> A(size_t(a_rows) * size_t(lda) + 1), B(size_t(b_rows) * size_t(ldb) + 1);
+  std::vector<float> C(size_t(t.M) * size_t(ldc) + 1);
+  fill_random(A.data(), A.size(), seed, 1.5f);
+  fill_random(B.data(), B.size(), seed + 1, 0.75f);
+  fill_random(C.data(), C.size(), seed + 2, 2.0f);
+  if (t.beta == 0.0f) {  // beta = 0 must not read C: NaN in C would show up in the result
+    for (int i = 0; i < t.M; ++i)
+      for (int j = 0; j < t.N; ++j) C[size_t(i) * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+  }
+  const std::vector<float> C0 = C;
+  auto a = [&](int i, int k) { return double(t.layout == Layout::tn ? A[size_t(k) * lda + i] : A[size_t(i) * lda + k]); };
+  auto b = [&](int k, int j) { return double(t.layout == Layout::nt ? B[size_t(j) * ldb + k] : B[size_t(k) * ldb + j]); };
+
+  switch (t.layout) {
+    case Layout::nn: vitlens::gemm_nn(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
+    case Layout::nt: vitlens::gemm_nt(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
+    case Layout::tn: vitlens::gemm_tn(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
+  }
+
+  const double u = std::ldexp(1.0, -24), n = double(t.K) + 3.0, gamma = n * u / (1.0 - n * u);
+  double worst = 0.0;
+  for (int i = 0; i < t.M; ++i)
+    for (int j = 0; j < t.N; ++j) {
+      double sum = 0.0, abs_sum = 0.0;
+      for (int k = 0; k < t.K; ++k) {
+        sum += a(i, k) * b(k, j);
+        abs_sum += std::fabs(a(i, k) * b(k, j));
+      }
+      const double c0 = t.beta == 0.0f ? 0.0 : double(C0[size_t(i) * ldc + j]);
+      const double ref = double(t.alpha) * sum + double(t.beta) * c0;
+      const double bound = gamma * (std::fabs(double(t.alpha)) * abs_sum + std::fabs(double(t.beta) * c0)) + 1e-30;
+      const double err = std::fabs(double(C[size_t(i) * ldc + j]) - ref);
+      worst = std::max(worst, std::isfinite(err) ? err / bound : std::numeric_limits<double>::infinity());
+    }
+  // Padding between the rows of C, and the element after C, are left as they were.
+  for (size_t e = 0; e < C.size(); ++e) {
+    const bool inside = e < size_t(t.M) * ldc && int(e % size_t(ldc)) < t.N;
+    if (!inside && !(C[e] == C0[e])) worst = std::numeric_limits<double>::infinity();
+  }
+  return worst;
+}
+
+std::string describe(const Case& t) {
+  return std::string(layout_name(t.layout)) + " M=" + std::to_string(t.M) + " N=" + std::to_string(t.N) +
+         " K=" + std::to_string(t.K) + " pads=" + std::to_string(t.pad_a) + "," + std::to_string(t.pad_b) + "," +
+         std::to_string(t.pad_c) + " alpha=" + std::to_string(t.alpha) + " beta=" + std::to_string(t.beta);
+}
+
+}  // namespace
+
+TEST_CASE("gemm: every small shape, every layout, against a double loop", "[gemm]") {
+  const int sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 13};
+  uint64_t seed = 100;
+  for (Layout l : {Layout::nn, Layout::nt, Layout::tn})
+    for (int M : sizes)
+      for (int N : sizes)
+        for (int K : sizes) {
+          const Case t{l, M, N, K, int(seed % 3), int(seed % 5), int(seed % 2), 1.0f, 0.0f};
+          INFO(describe(t));
+          REQUIRE(run_case(t, seed++) <= 1.0);
+        }
+}
+
+TEST_CASE("gemm: edge and ViT sizes, strides, alpha and beta", "[gemm]") {
+  const int sizes[] = {1, 3, 7, 13, 64, 197, 769};
+  const float alphas[] = {1.0f, 0.125f, -2.0f};
+  const float betas[] = {0.0f, 1.0f, -0.5f};
+  uint64_t rng = 0x2545F4914F6CDD1Dull;
+  auto next = [&](int n) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return int(rng % uint64_t(n));
+  };
+  int done = 0;
+  for (int trial = 0; done < 90 && trial < 1000; ++trial) {
+    const Case t{Layout(next(3)), sizes[next(7)], sizes[next(7)], sizes[next(7)], next(2) * (1 + next(9)),
+                 next(2) * (1 + next(9)), next(2) * (1 + next(9)), alphas[next(3)], betas[next(3)]};
+    if (double(t.M) * t.N * t.K > 1.2e7) continue;  // keeps the double loop quick under node
+    INFO(describe(t));
+    REQUIRE(run_case(t, uint64_t(trial) + 7) <= 1.0);
+    ++done;
+  }
+  CHECK(done == 90);
+}
+
+TEST_CASE("gemm: the ViT's products and blocking boundaries", "[gemm]") {
+  const Case cases[] = {
+      {Layout::nt, 197, 576, 192, 0, 0, 0, 1.0f, 0.0f},     // qkv = ln1·Wᵀ
+      {Layout::nt, 197, 197, 64, 512, 512, 0, 0.125f, 0.0f},  // S = q·kᵀ/√d_h inside qkv
+      {Layout::nn, 197, 64, 197, 0, 512, 128, 1.0f, 0.0f},  // ctx_h = A·v into a column block
+      {Layout::nn, 197, 192, 768, 0, 0, 0, 1.0f, 0.0f},     // dx = dy·W
+      {Layout::tn, 768, 192, 197, 0, 0, 0, 1.0f, 1.0f},     // dW += dyᵀ·x
+      {Layout::tn, 197, 64, 197, 0, 512, 128, 1.0f, 0.0f},  // dv_h = Aᵀ·dctx_h
+      {Layout::nt, 3, 2100, 5, 1, 0, 3, 1.0f, -0.5f},       // more columns than one packed block
+      {Layout::nt, 600, 9, 600, 2, 2, 2, 1.0f, 1.0f},       // several row blocks and sum slices
+  };
+  uint64_t seed = 900;
+  for (const Case& t : cases) {
+    INFO(describe(t));
+    REQUIRE(run_case(t, seed++) <= 1.0);
+  }
+}
+
+TEST_CASE("gemm: an empty sum scales C, empty C is untouched", "[gemm]") {
+  std::vector<float> C = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};  // (2, 3)
+  const float dummy = 7.0f;
+  vitlens::gemm_nt(C.data(), &dummy, &dummy, 2, 3, 0, 1, 1, 3, 1.0f, 0.5f);
+  CHECK(C == std::vector<float>{0.5f, 1.0f, 1.5f, 2.0f, 2.5f, 3.0f});
+  vitlens::gemm_nn(C.data(), &dummy, &dummy, 2, 3, 0, 1, 3, 3, 1.0f, 0.0f);
+  CHECK(C == std::vector<float>(6, 0.0f));
+  C.assign(6, 9.0f);
+  vitlens::gemm_tn(C.data(), &dummy, &dummy, 0, 3, 4, 1, 3, 3, 1.0f, 0.0f);
+  vitlens::gemm_tn(C.data(), &dummy, &dummy, 2, 0, 4, 2, 1, 3, 1.0f, 0.0f);
+  CHECK(C == std::vector<float>(6, 9.0f));
+}
+
+// GFLOP/s of the forward pass's products (DeiT-tiny: n = 197, d = 192, 3 heads, MLP 768) and of
+// two backward ones, next to the same product written with Eigen (what gemm replaces in wasm).
+// Run with: vitlens_tests "[gemm-bench]" (natively or under node).
+TEST_CASE("gemm throughput on the ViT's shapes", "[.][gemm-bench]") {
+  const Case cases[] = {
+      {Layout::nt, 196, 192, 768, 0, 0, 0, 1.0f, 0.0f},     // patch embedding
+      {Layout::nt, 197, 576, 192, 0, 0, 0, 1.0f, 0.0f},     // qkv
+      {Layout::nt, 197, 197, 64, 512, 512, 0, 0.125f, 0.0f},  // q·kᵀ
+      {Layout::nn, 197, 64, 197, 0, 512, 128, 1.0f, 0.0f},  // A·v
+      {Layout::nt, 197, 192, 192, 0, 0, 0, 1.0f, 0.0f},     // proj
+      {Layout::nt, 197, 768, 192, 0, 0, 0, 1.0f, 0.0f},     // fc1
+      {Layout::nt, 197, 192, 768, 0, 0, 0, 1.0f, 0.0f},     // fc2
+      {Layout::nn, 197, 192, 768, 0, 0, 0, 1.0f, 0.0f},     // dx = dy·W (fc2)
+      {Layout::tn, 768, 192, 197, 0, 0, 0, 1.0f, 1.0f},     // dW += dyᵀ·x (fc1)
+  };
+  const char* names[] = {"patch", "qkv", "q.kT", "A.v", "proj", "fc1", "fc2", "dy.W", "dyT.x"};
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+    const Case& t = cases[c];
+    const int a_rows = t.layout == Layout::tn ? t.K : t.M, a_cols = t.layout == Layout::tn ? t.M : t.K;
+    const int b_rows = t.layout == Layout::nt ? t.N : t.K, b_cols = t.layout == Layout::nt ? t.K : t.N;
+    const int lda = a_cols + t.pad_a, ldb = b_cols + t.pad_b, ldc = t.N + t.pad_c;
+    std::vector<float> A(size_t(a_rows) * lda), B(size_t(b_rows) * ldb), C(size_t(t.M) * ldc);
+    fill_random(A.data(), A.size(), 1);
+    fill_random(B.data(), B.size(), 2);
+    auto run = [&] {
+      switch (t.layout) {
+        case Layout::nn: vitlens::gemm_nn(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
+        case Layout::nt: vitlens::gemm_nt(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
+        case Layout::tn: vitlens::gemm_tn(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
+      }
+    };
+    using Stride = Eigen::OuterStride<>;
+    using ConstMap = Eigen::Map<const vitlens::Mat, 0, Stride>;
+    Eigen::Map<vitlens::Mat, 0, Stride> c_map(C.data(), t.M, t.N, Stride(ldc));
+    const ConstMap a_map(A.data(), a_rows, a_cols, Stride(lda)), b_map(B.data(), b_rows, b_cols, Stride(ldb));
+    auto run_eigen = [&] {
+      switch (t.layout) {
+        case Layout::nn: c_map.noalias() = t.alpha * a_map * b_map; break;
+        case Layout::nt: c_map.noalias() = t.alpha * a_map * b_map.transpose(); break;
+        case Layout::tn: c_map.noalias() += t.alpha * a_map.transpose() * b_map; break;
+      }
+    };
+    // The minimum over single calls: the machine may be shared, and a call is shorter than a
+    // scheduler time slice.
+    auto best_seconds = [](const auto& f) {
+      for (int w = 0; w < 5; ++w) f();
+      double best = 1e30;
+      for (int r = 0; r < 100; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      return best;
+    };
+    const double ours = best_seconds(run), eigen = best_seconds(run_eigen);
+    const double gflop = 2.0 * t.M * t.N * t.K * 1e-9;
+    std::printf("%-6s %s %4d×%4d×%4d  gemm %5.1f GFLOP/s (%.3f ms)  Eigen %5.1f GFLOP/s  ratio %.2f\n", names[c],
+                layout_name(t.layout), t.M, t.N, t.K, gflop / ours, ours * 1e3, gflop / eigen, eigen / ours);
+  }
+  SUCCEED();
+}

@@ -1,0 +1,329 @@
+// test_methods.cpp — the attribution methods against the independent float64 reference
+// (tests/reference/methods_ref.py, fixtures in tests/fixtures/methods/), the LRP conservation
+// report line by line, properties (conservation, class specificity of the maps), option errors,
+// the shared per-input state, and the bilinear upsampling against hand-computed values.
+//
+// Set VITLENS_PARITY_REPORT=1 to print the worst error of every method variant.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "helpers.h"
+#include "vitlens/error.h"
+#include "vitlens/io.h"
+#include "vitlens/methods.h"
+#include "vitlens/model_file.h"
+#include "vitlens/safetensors.h"
+
+using namespace vitlens;
+using vitlens::test::rel_max_error;
+using vitlens::test::source_path;
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  REQUIRE(f.good());
+  return nlohmann::json::parse(f);
+}
+
+struct Case {
+  std::string name, dir;
+  Model model;
+  Image input;
+  nlohmann::json meta, index;
+};
+
+Case load_case(const std::string& name) {
+  Case c;
+  c.name = name;
+  c.dir = source_path("tests/fixtures/methods/" + name + "/");
+  c.meta = read_json(c.dir + "meta.json");
+  c.index = read_json(c.dir + "index.json");
+  if (name == "deit_tiny") {
+    c.model = random_model(deit_tiny_config(), c.meta["weight_seed"].get<uint64_t>());
+    c.input = random_input(c.model.config, c.meta["input_seed"].get<uint64_t>());
+    return c;
+  }
+  const std::string engine = source_path("tests/fixtures/engine/" + name + "/");
+  const std::vector<uint8_t> cfg = read_file(engine + "config.json", 1 << 20);
+  const std::vector<uint8_t> bytes = read_file(engine + "model_timm.safetensors", 1 << 26);
+  c.model = import_checkpoint(bytes.data(), bytes.size(), std::string(cfg.begin(), cfg.end()), nullptr);
+  const NpyArray x = read_npy(engine + "input.npy");
+  c.input = Image(int(x.shape[0]), int(x.shape[1]), int(x.shape[2]));
+  for (size_t i = 0; i < x.data.size(); ++i) c.input.data[i] = float(x.data[i]);
+  return c;
+}
+
+MethodOptions options_from_json(const nlohmann::json& o, int target) {
+  MethodOptions opt;
+  opt.target = target;
+  if (o.contains("fusion")) {
+    const std::string f = o["fusion"];
+    opt.head_fusion = f == "max" ? HeadFusion::max : f == "min" ? HeadFusion::min : HeadFusion::mean;
+  }
+  if (o.contains("discard_ratio")) opt.discard_ratio = o["discard_ratio"];
+  if (o.contains("start_layer")) opt.start_layer = o["start_layer"];
+  if (o.contains("use_grad")) opt.use_grad = o["use_grad"];
+  if (o.contains("block")) opt.block = o["block"];
+  return opt;
+}
+
+// Runs every map of a case's index.json on one shared state per target (kept in `states`);
+// returns the worst relative error per file stem (method variant without the target).
+std::map<std::string, double> run_case(Case& c, std::map<int, ExplainState>& states) {
+  std::map<std::string, double> worst;
+  for (const nlohmann::json& e : c.index) {
+    const int t = e["target"];
+    if (!states.count(t)) states[t].set_input(c.model, c.input);
+    std::string method = e["method"];
+    const bool tokens_of_attnlrp = method == "attnlrp-tokens";
+    if (tokens_of_attnlrp) method = "attnlrp";
+    const Explanation ex = explain(c.model, states[t], method, options_from_json(e["options"], t));
+    const NpyArray ref = read_npy(c.dir + e["file"].get<std::string>());
+    const bool pixels = (method == "lrp" || method == "attnlrp") && !tokens_of_attnlrp;
+    const Mat& ours = pixels ? ex.pixel_map : ex.token_map;
+    INFO(c.name << " " << e["file"].get<std::string>());
+    REQUIRE(ours.rows() == ref.shape[0]);
+    REQUIRE(ours.cols() == ref.shape[1]);
+    const double err = rel_max_error(ours.data(), ref.data);
+    std::string stem = e["file"];
+    stem = stem.substr(0, stem.rfind("_t"));
+    worst[stem] = std::max(worst[stem], err);
+  }
+  if (std::getenv("VITLENS_PARITY_REPORT"))
+    for (const auto& kv : worst) std::printf("parity %-10s %-34s %.3g\n", c.name.c_str(), kv.first.c_str(), kv.second);
+  return worst;
+}
+
+// The report against the reference's: same layers in the same order, sums within tol·max(1, |v|).
+void check_report(const ConservationReport& ours, const nlohmann::json& ref, double tol) {
+  auto close = [tol](double a, double b) { return std::fabs(a - b) <= tol * std::max(1.0, std::fabs(b)); };
+  CHECK(close(ours.seed_sum, ref["seed_sum"]));
+  CHECK(close(ours.tokens_sum, ref["tokens_sum"]));
+  if (ref.contains("image_sum")) CHECK(close(ours.image_sum, ref["image_sum"]));
+  const nlohmann::json& layers = ref["layers"];
+  REQUIRE(ours.layers.size() == layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    INFO(layers[i]["layer"].get<std::string>());
+    CHECK(ours.layers[i].layer == layers[i]["layer"].get<std::string>());
+    CHECK(close(ours.layers[i].relevance_out, layers[i]["relevance_out"]));
+    CHECK(close(ours.layers[i].relevance_in, layers[i]["relevance_in"]));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every method and variant matches the float64 reference (small shapes, f32 model)", "[methods]") {
+  for (const char* name : {"nonsquare", "gray"}) {
+    Case c = load_case(name);
+    std::map<int, ExplainState> states;
+    const std::map<std::string, double> worst = run_case(c, states);
+    CHECK(worst.size() == 17);  // every variant of the fixture table
+    for (const auto& kv : worst) {
+      INFO(name << " " << kv.first);
+      CHECK(kv.second <= 1e-4);
+    }
+  }
+}
+
+TEST_CASE("the conservation report matches the reference layer by layer", "[methods]") {
+  for (const char* name : {"nonsquare", "gray"}) {
+    Case c = load_case(name);
+    for (int t : {c.meta["targets"]["argmax"].get<int>(), c.meta["targets"]["runner_up"].get<int>()}) {
+      ExplainState st;
+      st.set_input(c.model, c.input);
+      MethodOptions opt;
+      opt.target = t;
+      for (const char* method : {"transformer-attribution", "lrp", "attnlrp"}) {
+        INFO(name << " t" << t << " " << method);
+        const Explanation ex = explain(c.model, st, method, opt);
+        const nlohmann::json ref =
+            read_json(c.dir + "conservation_" + method + "_t" + std::to_string(t) + ".json");
+        check_report(ex.conservation, ref, 1e-6);
+      }
+    }
+  }
+}
+
+TEST_CASE("Chefer's rules conserve relevance down to E0", "[methods]") {
+  const Case c = load_case("nonsquare");
+  const Explanation ex = explain(c.model, c.input, "lrp");
+  const ConservationReport& r = ex.conservation;
+  CHECK(r.seed_sum == 1.0);
+  // Each layer passes on what it receives, up to the 1e-9 stabilisers (and the CLS token and
+  // position embedding's shares, which leave the pass below E0).
+  for (const LayerRelevance& l : r.layers) {
+    INFO(l.layer);
+    if (l.layer == "pos_embed.add" || l.layer == "drop_cls" || l.layer == "patch_embed") continue;
+    CHECK(std::fabs(l.relevance_in - l.relevance_out) < 1e-6);
+  }
+  for (double s : r.block_input_sums) CHECK(std::fabs(s - 1.0) < 1e-6);
+  CHECK(std::fabs(r.tokens_sum - 1.0) < 1e-6);
+  CHECK(r.image_sum < r.tokens_sum);
+  CHECK(std::fabs(ex.pixel_map.cast<double>().sum() - r.image_sum) < 1e-5);
+}
+
+TEST_CASE("rollout ignores the target class, transformer-attribution and grad-rollout do not", "[methods]") {
+  const Case c = load_case("nonsquare");
+  ExplainState st;
+  st.set_input(c.model, c.input);
+  MethodOptions a, b;
+  a.target = 4;
+  b.target = 0;
+  auto diff = [&](const std::string& method) {
+    const Mat ma = explain(c.model, st, method, a).token_map, mb = explain(c.model, st, method, b).token_map;
+    return double((ma - mb).cwiseAbs().maxCoeff() / ma.cwiseAbs().maxCoeff());
+  };
+  CHECK(diff("rollout") == 0.0);
+  CHECK(diff("raw-attention") == 0.0);
+  CHECK(diff("transformer-attribution") > 1e-2);
+  CHECK(diff("grad-rollout") > 1e-2);
+  // Full LRP with the αβ rules is nearly class-agnostic (the observation that motivated Chefer
+  // et al. 2021): the two classes' maps differ by ~2e-4 of their maximum here.
+  CHECK(diff("lrp") < 1e-2);
+}
+
+TEST_CASE("a shared state gives the same maps as fresh calls, in any order", "[methods]") {
+  const Case c = load_case("gray");
+  ExplainState st;
+  st.set_input(c.model, c.input);
+  MethodOptions last;
+  last.block = c.model.config.depth - 1;
+  // partial-lrp and the last-block ablation stop the pass early; lrp then continues it.
+  const std::vector<std::pair<std::string, MethodOptions>> order = {
+      {"partial-lrp", {}}, {"transformer-attribution", last}, {"lrp", {}}, {"grad-rollout", {}},
+      {"transformer-attribution", {}}, {"attnlrp", {}}};
+  for (const auto& [method, opt] : order) {
+    INFO(method);
+    const Explanation shared = explain(c.model, st, method, opt);
+    const Explanation fresh = explain(c.model, c.input, method, opt);
+    CHECK(shared.token_map == fresh.token_map);
+    CHECK(shared.pixel_map == fresh.pixel_map);
+  }
+}
+
+TEST_CASE("intermediates: per-block head means and the rollout products", "[methods]") {
+  const Case c = load_case("nonsquare");
+  MethodOptions opt;
+  opt.want_intermediates = true;
+  for (const char* method : {"rollout", "grad-rollout", "transformer-attribution"}) {
+    INFO(method);
+    const Explanation ex = explain(c.model, c.input, method, opt);
+    REQUIRE(ex.blocks.size() == 3);
+    const int n = c.model.config.tokens();
+    for (const BlockIntermediates& b : ex.blocks) {
+      CHECK(b.attn.rows() == n);
+      CHECK(b.step.rows() == n);
+      CHECK(b.attn.row(0).sum() == Approx(1.0f).epsilon(1e-5));
+    }
+    CHECK((ex.blocks[1].grad.size() > 0) == (std::string(method) != "rollout"));
+    CHECK((ex.blocks[0].relevance.size() > 0) == (std::string(method) == "transformer-attribution"));
+    // The map is row 0 of the last accumulated product, column 0 dropped.
+    const Mat& acc = ex.blocks.back().accumulated;
+    for (int i = 0; i < c.model.config.num_patches(); ++i)
+      CHECK(ex.token_map.data()[i] == Approx(acc(0, i + 1)).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("bad method names and options are errors that say what to do", "[methods]") {
+  const Case c = load_case("nonsquare");  // 3 blocks, 5 classes
+  auto expect = [&](const std::string& method, const MethodOptions& opt, const std::string& text) {
+    try {
+      explain(c.model, c.input, method, opt);
+      FAIL("no error for " << method);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::bad_argument);
+      CHECK_THAT(e.what(), Catch::Contains(text));
+    }
+  };
+  MethodOptions o;
+  expect("gradcam", o, "unknown method 'gradcam'; the methods are: raw-attention, rollout");
+  o.target = 5;
+  expect("grad-rollout", o, "target class 5 is out of range: the model has 5 classes (0…4)");
+  o.target = -2;
+  expect("lrp", o, "target class -2");
+  o = {};
+  o.start_layer = 3;
+  expect("rollout", o, "start layer 3 is out of range: the model has 3 blocks (0…2)");
+  expect("transformer-attribution", o, "start layer 3");
+  o = {};
+  o.block = 3;
+  expect("transformer-attribution", o, "block 3 is out of range");
+  o = {};
+  o.discard_ratio = 1.5;
+  expect("rollout", o, "discard ratio");
+  o.discard_ratio = std::nan("");
+  expect("rollout", o, "discard ratio");
+  // Options a method does not read are ignored.
+  o = {};
+  o.block = 7;
+  o.start_layer = 9;
+  CHECK_NOTHROW(explain(c.model, c.input, "grad-rollout", o));
+  ExplainState empty;
+  CHECK_THROWS_WITH(explain(c.model, empty, "rollout", {}), Catch::Contains("no input"));
+}
+
+TEST_CASE("registry: every method listed once, with its options", "[methods]") {
+  const std::vector<MethodInfo>& reg = method_registry();
+  REQUIRE(reg.size() == 8);
+  for (const MethodInfo& m : reg) {
+    CHECK(find_method(m.name) == &m);
+    CHECK(std::string(m.description).size() > 10);
+    CHECK(std::string(m.paper).size() > 5);
+  }
+  CHECK(find_method("nope") == nullptr);
+  CHECK((find_method("rollout")->options & opt_head_fusion) != 0);
+  CHECK(!find_method("rollout")->class_specific);
+  CHECK(find_method("lrp")->native_pixels);
+  CHECK(find_method("transformer-attribution")->conserves);
+  CHECK(!find_method("attnlrp")->conserves);
+}
+
+TEST_CASE("bilinear upsampling with half-pixel centres (align_corners=False)", "[methods]") {
+  Mat in(2, 2);
+  in << 0, 1, 2, 3;
+  Mat want(4, 4);  // by hand: source x = (i + ½)/2 − ½ clamped at 0 → 0, ¼, ¾, 1 (clamped)
+  want << 0.0f, 0.25f, 0.75f, 1.0f,  //
+      0.5f, 0.75f, 1.25f, 1.5f,      //
+      1.5f, 1.75f, 2.25f, 2.5f,      //
+      2.0f, 2.25f, 2.75f, 3.0f;
+  CHECK((upsample_bilinear(in, 4, 4) - want).cwiseAbs().maxCoeff() < 1e-6f);
+  // A ramp along x on a non-square grid (3×5 → 24×40, patch 8): value = source coordinate,
+  // clamped to the first and last centre.
+  Mat ramp(3, 5);
+  for (int y = 0; y < 3; ++y)
+    for (int x = 0; x < 5; ++x) ramp(y, x) = float(x);
+  const Mat up = upsample_bilinear(ramp, 24, 40);
+  for (int x = 0; x < 40; ++x) {
+    const double src = std::min(4.0, std::max(0.0, (x + 0.5) / 8.0 - 0.5));
+    CHECK(up(13, x) == Approx(src).margin(1e-6));
+  }
+  // The token methods' pixel map is exactly this upsampling of their token map.
+  const Case c = load_case("nonsquare");
+  const Explanation ex = explain(c.model, c.input, "raw-attention");
+  CHECK(ex.pixel_map == upsample_bilinear(ex.token_map, 24, 40));
+}
+
+TEST_CASE("deit_tiny: the double-precision LRP pass matches the float64 reference", "[methods][deit]") {
+  Case c = load_case("deit_tiny");
+  // The generator first: the double forward's logits against the reference's.
+  TraceD td;
+  lrp_forward(td, c.model, c.input);
+  const NpyArray logits = read_npy(c.dir + "logits.npy");
+  CHECK(rel_max_error(td.logits.data(), logits.data) < 1e-12);
+  std::map<int, ExplainState> states;
+  const std::map<std::string, double> worst = run_case(c, states);
+  CHECK(worst.size() == 7);
+  for (const auto& kv : worst) {
+    INFO(kv.first);
+    CHECK(kv.second <= 1e-4);
+  }
+  const Explanation ex = explain(c.model, states[113], "lrp");  // the pass is already done
+  check_report(ex.conservation, read_json(c.dir + "conservation_lrp_t113.json"), 1e-6);
+  CHECK(std::fabs(ex.conservation.tokens_sum - 1.0) < 1e-6);
+}

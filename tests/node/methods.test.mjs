@@ -1,0 +1,104 @@
+// methods.test.mjs — the wasm module's explain() and methods(): every method against the float64
+// reference fixtures, native and wasm maps within 1e-5 of each other (the CLI's --save-map on the
+// same model and input), the intermediates, and option errors as JS Errors.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import test from 'node:test';
+
+import { loadVitlens, maxRelError, nativeCli, readNpy, repo, tmpDir } from './support.mjs';
+
+const engine = path.join(repo, 'tests/fixtures/engine');
+const methods = path.join(repo, 'tests/fixtures/methods');
+
+function loadModel(vl, shape) {
+  const dir = path.join(engine, shape);
+  return vl.Model.fromSafetensors(new Uint8Array(fs.readFileSync(path.join(dir, 'model_timm.safetensors'))),
+    fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
+}
+
+function optionsFromFixture(o, target) {
+  const out = { target };
+  if (o.fusion) out.headFusion = o.fusion;
+  if (o.discard_ratio !== undefined) out.discardRatio = o.discard_ratio;
+  if (o.start_layer !== undefined) out.startLayer = o.start_layer;
+  if (o.use_grad !== undefined) out.useGrad = o.use_grad;
+  if (o.block !== undefined) out.block = o.block;
+  return out;
+}
+
+test('methods() lists the registry', async () => {
+  const vl = await loadVitlens();
+  const list = vl.methods();
+  assert.deepEqual(list.map((m) => m.name), ['raw-attention', 'rollout', 'attn-gradcam', 'grad-rollout',
+    'transformer-attribution', 'partial-lrp', 'lrp', 'attnlrp']);
+  const rollout = list.find((m) => m.name === 'rollout');
+  assert.ok(rollout.options.includes('headFusion'));
+  assert.equal(rollout.classSpecific, false);
+  assert.equal(list.find((m) => m.name === 'lrp').nativePixels, true);
+});
+
+for (const shape of ['nonsquare', 'gray']) {
+  test(`${shape}: explain() matches the float64 reference and the native CLI`, async () => {
+    const vl = await loadVitlens();
+    const model = loadModel(vl, shape);
+    const input = new Float32Array(readNpy(path.join(engine, shape, 'input.npy')).data);
+    const index = JSON.parse(fs.readFileSync(path.join(methods, shape, 'index.json'), 'utf8'));
+    const tmp = tmpDir();
+    try {
+      model.predictTensor(input, 1);
+      const modelPath = path.join(tmp, 'm.vitl');
+      nativeCli('import', path.join(engine, shape, 'model_timm.safetensors'), '--config',
+        path.join(engine, shape, 'config.json'), '-o', modelPath);
+      for (const e of index) {
+        const tokens = e.method === 'attnlrp-tokens';
+        const method = tokens ? 'attnlrp' : e.method;
+        const ex = model.explain(method, optionsFromFixture(e.options, e.target));
+        const pixels = (method === 'lrp' || method === 'attnlrp') && !tokens;
+        const ours = pixels ? ex.pixelMap : ex.tokenMap;
+        assert.deepEqual(pixels ? [ex.height, ex.width] : [ex.gridH, ex.gridW], e.shape);
+        const ref = readNpy(path.join(methods, shape, e.file)).data;
+        assert.ok(maxRelError(ours, ref) <= 1e-4, `${e.file}: ${maxRelError(ours, ref)}`);
+        if (tokens || e.options.block !== undefined || e.options.use_grad === false) continue;
+        // The same map from the native CLI (raw .npy), within 1e-5.
+        const args = ['explain', modelPath, '--input', path.join(engine, shape, 'input.npy'), '--method', method,
+          '--target', String(e.target), '--save-map', path.join(tmp, 'map.npy')];
+        if (e.options.fusion) args.push('--head-fusion', e.options.fusion);
+        if (e.options.discard_ratio !== undefined) args.push('--discard-ratio', String(e.options.discard_ratio));
+        if (e.options.start_layer !== undefined) args.push('--start-layer', String(e.options.start_layer));
+        nativeCli(...args);
+        const native = readNpy(path.join(tmp, 'map.npy')).data;
+        assert.ok(maxRelError(ours, native) <= 1e-5, `${e.file}: wasm vs native ${maxRelError(ours, native)}`);
+      }
+    } finally {
+      model.delete();
+      fs.rmSync(tmp, { recursive: true });
+    }
+  });
+}
+
+test('explain(): intermediates, conservation and errors', async () => {
+  const vl = await loadVitlens();
+  const model = loadModel(vl, 'nonsquare');
+  try {
+    assert.throws(() => model.explain('rollout', {}), /^Error: bad_argument: no input to explain/);
+    model.predictTensor(new Float32Array(readNpy(path.join(engine, 'nonsquare', 'input.npy')).data), 1);
+    const ex = model.explain('transformer-attribution', { intermediates: true });
+    assert.equal(ex.intermediates.tokens, 16);
+    assert.equal(ex.intermediates.blocks.length, 3);
+    for (const b of ex.intermediates.blocks) {
+      for (const key of ['attn', 'grad', 'relevance', 'step', 'accumulated']) assert.equal(b[key].length, 256, key);
+    }
+    assert.ok(Math.abs(ex.relevanceSums.tokens - 1) < 1e-6);
+    assert.equal(ex.conservation[0].layer, 'head');
+    assert.equal(model.explain('rollout', {}).conservation.length, 0);
+    assert.equal(model.explain('rollout', {}).intermediates, undefined);
+    assert.throws(() => model.explain('nope', {}), /^Error: bad_argument: unknown method 'nope'/);
+    assert.throws(() => model.explain('rollout', { startLayer: 3 }), /start layer 3 is out of range/);
+    assert.throws(() => model.explain('rollout', { headFusion: 'median' }), /headFusion/);
+    assert.throws(() => model.explain('lrp', { target: 9 }), /target class 9 is out of range/);
+    assert.throws(() => model.explain('lrp', { target: 'x' }), /target must be a number/);
+  } finally {
+    model.delete();
+  }
+});
