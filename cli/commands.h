@@ -14,6 +14,8 @@ int cmd_bench(int argc, char** argv);
 int cmd_explain(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_scenes(int argc, char** argv);
+int cmd_train(int argc, char** argv);
+int cmd_evaluate_model(int argc, char** argv);
 
 // Parses `--name value`, `--flag` and positional arguments. Options are declared up front so
 // that an unknown option or a missing value is an error (Error bad_argument), not a silent typo.

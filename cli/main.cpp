@@ -22,6 +22,8 @@ const Command kCommands[] = {
     {"explain", vitlens::cli::cmd_explain, "an attribution map: raw .npy and/or an overlay (--list: the methods)"},
     {"convert", vitlens::cli::cmd_convert, "rewrite a model as f32 or int8 (or write the deit-tiny benchmark model)"},
     {"scenes", vitlens::cli::cmd_scenes, "generate Fashion-MNIST scenes with masks"},
+    {"train", vitlens::cli::cmd_train, "train a multi-label ViT on Fashion-MNIST scenes"},
+    {"evaluate-model", vitlens::cli::cmd_evaluate_model, "AP and accuracy of a scene model on test scenes"},
 };
 
 void print_usage() {
