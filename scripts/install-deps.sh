@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # install-deps.sh — the Debian 12 packages vitlens builds and tests with (idempotent).
+# --test adds what only the tests need: chromium for the browser tests (driven by playwright-core
+# from npm; no browser is ever downloaded) and npm.
 set -euo pipefail
+for_tests=0
+if [ "${1:-}" = "--test" ]; then for_tests=1; fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
@@ -11,6 +15,10 @@ packages=(
   dataset-fashion-mnist                               # training/test data for the scenes
 )
 if ! command -v node > /dev/null; then packages+=(nodejs); fi
+if [ "$for_tests" = 1 ]; then
+  packages+=(chromium)
+  if ! command -v npm > /dev/null; then packages+=(npm); fi
+fi
 
 missing=()
 for p in "${packages[@]}"; do

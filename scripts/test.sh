@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
 # test.sh — install what is missing, build everything, and run every test:
-# the native Catch2 suite, the same suite compiled to wasm under node, and the node API tests.
+# the native Catch2 suite, the same suite under AddressSanitizer + UndefinedBehaviorSanitizer,
+# the suite compiled to wasm under node, the node tests of the wasm module, and the page's
+# browser tests (playwright-core driving Debian's chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --test
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)"
+
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVITLENS_SANITIZE=ON \
+  -DVITLENS_NATIVE_ARCH=OFF > /dev/null
+cmake --build build-asan -j "$(nproc)"
+ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+
 ctest --test-dir build-wasm --output-on-failure
+
+(cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
+node --test tests/browser/

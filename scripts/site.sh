@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# site.sh — assemble the page as plain files for any static host (no special headers needed):
+#   scripts/site.sh [OUT]   (default build-site/; run scripts/build.sh first)
+# The layout is the one web/serve.mjs serves: OUT/ = web/, OUT/wasm/ = the wasm module,
+# OUT/models/ = the shipped model and its gallery.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-build-site}"
+wasm="${VITLENS_WASM_DIR:-build-wasm/wasm}"
+for f in "$wasm/vitlens.js" "$wasm/vitlens.wasm"; do
+  [ -f "$f" ] || { echo "missing $f: run scripts/build.sh first" >&2; exit 1; }
+done
+rm -rf "$out"
+mkdir -p "$out/wasm" "$out/models"
+cp web/*.html web/*.js web/*.css "$out/"
+cp "$wasm/vitlens.js" "$wasm/vitlens.wasm" "$out/wasm/"
+if [ -f models/vitlens-scenes.vitl ]; then cp models/vitlens-scenes.vitl "$out/models/"; fi
+if [ -d models/gallery ]; then cp -r models/gallery "$out/models/"; fi
+echo "wrote $out/ ($(du -sh "$out" | cut -f1)); serve it with any static server, e.g. python3 -m http.server -d $out"

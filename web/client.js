@@ -1,0 +1,81 @@
+// client.js — the main thread's side of the worker protocol (see worker.js): request ids,
+// promises, cancellation, and restarting a worker stuck in a long wasm call.
+//
+// Every reply { type: 'error', err: { code, message } } rejects its promise with a VitlensError
+// carrying the code: this is the one place where worker (and engine) errors become JS Errors.
+
+export class VitlensError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.name = 'VitlensError';
+    this.code = code;
+  }
+}
+
+export class WorkerClient {
+  constructor(workerUrl = new URL('./worker.js', import.meta.url)) {
+    this.workerUrl = workerUrl;
+    this.pending = new Map(); // id → { resolve, reject, type }
+    this.nextId = 1;
+    this.start();
+  }
+
+  start() {
+    this.worker = new Worker(this.workerUrl, { type: 'module' });
+    this.worker.onmessage = (event) => this.receive(event.data);
+    this.worker.onerror = (event) => {
+      event.preventDefault();
+      this.rejectAll('worker', `the worker failed: ${event.message || 'it could not start'}`);
+    };
+    this.worker.onmessageerror = () => this.rejectAll('worker', 'a message from the worker could not be read');
+  }
+
+  receive(msg) {
+    const p = this.pending.get(msg.id);
+    if (!p) return;
+    this.pending.delete(msg.id);
+    if (msg.type === 'result') p.resolve(msg.out);
+    else p.reject(new VitlensError(msg.err?.code ?? 'internal', msg.err?.message ?? 'unknown error'));
+  }
+
+  rejectAll(code, message) {
+    const all = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of all) p.reject(new VitlensError(code, message));
+  }
+
+  // Sends a request; the promise has the request's id as `.id` (for cancel).
+  call(type, input = {}, transfer = []) {
+    const id = this.nextId++;
+    const promise = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject, type }));
+    this.worker.postMessage({ type, id, in: input }, transfer);
+    promise.id = id;
+    return promise;
+  }
+
+  cancel(id) {
+    if (this.pending.has(id)) this.worker.postMessage({ type: 'cancel', id: this.nextId++, in: { id } });
+  }
+
+  // Cancels every pending request of the given type (all types when omitted).
+  cancelAll(type) {
+    for (const [id, p] of this.pending) if (!type || p.type === type) this.cancel(id);
+  }
+
+  get busy() {
+    return this.pending.size > 0;
+  }
+
+  // Stops the worker at once, even inside a wasm call; pending requests fail as 'cancelled'.
+  // The new worker has no engine and no model: the caller loads them again.
+  restart() {
+    this.worker.terminate();
+    this.rejectAll('cancelled', 'cancelled (the worker was restarted)');
+    this.start();
+  }
+
+  terminate() {
+    this.worker.terminate();
+    this.rejectAll('cancelled', 'the worker was stopped');
+  }
+}

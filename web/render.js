@@ -1,0 +1,148 @@
+// render.js — drawing attribution maps: colour maps, min-max normalisation for display, the
+// heatmap overlay (opacity, threshold) over an image, small token-grid maps, and a colour bar.
+// Pure drawing: it never computes an attribution, and it never changes the raw map.
+//
+// Colour maps: jet is the piecewise-linear formula the CLI uses (matplotlib's "jet" shape);
+// viridis and inferno are linear interpolations between 11 evenly spaced anchor colours of
+// matplotlib's maps (van der Walt & Smith, 2015) — close to, not identical with, the 256-entry tables.
+
+const ANCHORS = {
+  viridis: ['440154', '482475', '414487', '355f8d', '2a788e', '21918c', '22a884', '44bf70', '7ad151', 'bddf26', 'fde725'],
+  inferno: ['000004', '160b39', '420a68', '6a176e', '932667', 'bc3754', 'dd513a', 'f37819', 'fca50a', 'f6d746', 'fcffa4'],
+};
+
+function lutFromAnchors(hex) {
+  const rgb = hex.map((h) => [0, 2, 4].map((i) => parseInt(h.slice(i, i + 2), 16)));
+  const lut = new Uint8ClampedArray(256 * 3);
+  for (let i = 0; i < 256; i++) {
+    const t = (i / 255) * (rgb.length - 1);
+    const k = Math.min(rgb.length - 2, Math.floor(t));
+    const f = t - k;
+    for (let c = 0; c < 3; c++) lut[i * 3 + c] = Math.round(rgb[k][c] * (1 - f) + rgb[k + 1][c] * f);
+  }
+  return lut;
+}
+
+function jetLut() {
+  const lut = new Uint8ClampedArray(256 * 3);
+  const ramp = (x) => Math.round(255 * Math.min(1, Math.max(0, x)));
+  for (let i = 0; i < 256; i++) {
+    const v = i / 255;
+    lut[i * 3] = ramp(1.5 - Math.abs(4 * v - 3));
+    lut[i * 3 + 1] = ramp(1.5 - Math.abs(4 * v - 2));
+    lut[i * 3 + 2] = ramp(1.5 - Math.abs(4 * v - 1));
+  }
+  return lut;
+}
+
+export const COLORMAPS = {
+  jet: jetLut(),
+  viridis: lutFromAnchors(ANCHORS.viridis),
+  inferno: lutFromAnchors(ANCHORS.inferno),
+};
+
+export function minMax(map) {
+  let min = Infinity;
+  let max = -Infinity;
+  for (const v of map) {
+    if (v < min) min = v;
+    if (v > max) max = v;
+  }
+  return { min, max };
+}
+
+// The map normalised to [0, 1] by (m − min)/(max − min); a constant map becomes all 0.
+export function normalise(map) {
+  const { min, max } = minMax(map);
+  const range = max > min ? max - min : 1;
+  const out = new Float32Array(map.length);
+  for (let i = 0; i < map.length; i++) out[i] = (map[i] - min) / range;
+  return out;
+}
+
+// RGBA pixels of a w×h map: colour from the normalised value; alpha = opacity where the value is
+// at or above the threshold, 0 below it.
+export function mapImageData(map, w, h, { cmap = 'jet', opacity = 1, threshold = 0 } = {}) {
+  const lut = COLORMAPS[cmap] ?? COLORMAPS.jet;
+  const norm = normalise(map);
+  const img = new ImageData(w, h);
+  const a = Math.round(255 * opacity);
+  for (let i = 0; i < w * h; i++) {
+    const k = Math.round(norm[i] * 255) * 3;
+    img.data[i * 4] = lut[k];
+    img.data[i * 4 + 1] = lut[k + 1];
+    img.data[i * 4 + 2] = lut[k + 2];
+    img.data[i * 4 + 3] = norm[i] >= threshold ? a : 0;
+  }
+  return img;
+}
+
+function scratchCanvas(w, h) {
+  const c = document.createElement('canvas');
+  c.width = w;
+  c.height = h;
+  return c;
+}
+
+// Draws `image` (an ImageBitmap or canvas) stretched over the whole canvas, then the map over it.
+// The model squeezes any image to its input size, so the map is stretched back the same way.
+export function drawOverlay(canvas, image, map, mw, mh, opts = {}) {
+  const ctx = canvas.getContext('2d');
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  if (image) {
+    ctx.imageSmoothingEnabled = canvas.width < 2 * image.width;
+    ctx.drawImage(image, 0, 0, canvas.width, canvas.height);
+  }
+  if (!map) return;
+  const layer = scratchCanvas(mw, mh);
+  layer.getContext('2d').putImageData(mapImageData(map, mw, mh, opts), 0, 0);
+  ctx.imageSmoothingEnabled = opts.smooth ?? true;
+  ctx.imageSmoothingQuality = 'high';
+  ctx.drawImage(layer, 0, 0, canvas.width, canvas.height);
+}
+
+// A small map (e.g. one attention row over the patch grid) drawn as blocks, optionally with
+// one cell outlined (the query patch).
+export function drawGrid(canvas, map, gw, gh, { cmap = 'viridis', outline = -1 } = {}) {
+  const ctx = canvas.getContext('2d');
+  const layer = scratchCanvas(gw, gh);
+  layer.getContext('2d').putImageData(mapImageData(map, gw, gh, { cmap }), 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  ctx.drawImage(layer, 0, 0, canvas.width, canvas.height);
+  if (outline >= 0) {
+    const cw = canvas.width / gw;
+    const ch = canvas.height / gh;
+    ctx.strokeStyle = '#fff';
+    ctx.lineWidth = 2;
+    ctx.strokeRect((outline % gw) * cw + 1, Math.floor(outline / gw) * ch + 1, cw - 2, ch - 2);
+  }
+}
+
+// A horizontal colour bar with the raw minimum and maximum written at its ends.
+export function drawColorbar(canvas, cmap, min, max) {
+  const ctx = canvas.getContext('2d');
+  const lut = COLORMAPS[cmap] ?? COLORMAPS.jet;
+  const w = canvas.width;
+  const barH = Math.round(canvas.height * 0.5);
+  for (let x = 0; x < w; x++) {
+    const k = Math.round((x / Math.max(1, w - 1)) * 255) * 3;
+    ctx.fillStyle = `rgb(${lut[k]},${lut[k + 1]},${lut[k + 2]})`;
+    ctx.fillRect(x, 0, 1, barH);
+  }
+  ctx.clearRect(0, barH, w, canvas.height - barH);
+  ctx.fillStyle = getComputedStyle(canvas).color || '#000';
+  ctx.font = `${Math.round(canvas.height * 0.38)}px system-ui, sans-serif`;
+  ctx.textBaseline = 'bottom';
+  ctx.textAlign = 'left';
+  ctx.fillText(formatNumber(min), 0, canvas.height);
+  ctx.textAlign = 'right';
+  ctx.fillText(formatNumber(max), w, canvas.height);
+}
+
+export function formatNumber(v) {
+  if (v === null || v === undefined || Number.isNaN(v)) return '–';
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e4)) return v.toExponential(2);
+  return v.toPrecision(3);
+}
