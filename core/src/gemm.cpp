@@ -9,10 +9,12 @@
 //         pack op(A) (mc, kc) into MR-tall panels, k-major    (stays in L2)
 //         for each B panel (kc, NR) (stays in L1), for each A panel: the MR×NR micro-kernel.
 // The micro-kernel holds a 4×8 tile of C in eight SIMD registers; per k it loads two vectors of
-// B and four broadcast values of A and does 8 multiplies and 8 adds (SIMD128 has no FMA). In
-// node 20 this runs at ~50 GFLOP/s on one core; 5×8, 6×8, 8×8 and 4×12 tiles (more accumulators
-// than V8 keeps in registers) measured at about half that. Panels are zero-padded to whole MR
-// and NR, so the kernel has no edge cases; only the store of an edge tile writes fewer elements.
+// B and four broadcast values of A and does 8 multiplies and 8 adds (SIMD128 has no FMA). It
+// runs at ~50 GFLOP/s on one core in node 20 and in chromium 156 (2 mul + 2 add pipes of 4 lanes
+// at ~3.1 GHz: the limit without FMA). Measured alternatives: 6×8, 8×8 and 4×12 tiles (more
+// accumulators than V8 keeps in registers) run at about half that, 5×8 too in node; unrolling k
+// by 2 or 4 is slower. Panels are zero-padded to whole MR and NR; the last row panel of C runs
+// a kernel for just its 1–3 rows, and the store of the last column tile writes fewer columns.
 // Packing transposes 4×4 blocks with shuffles, so every layout (x·Wᵀ, dy·W, dyᵀ·x) costs the same.
 // The packing buffers are allocated per call: there is no state between calls.
 #include "vitlens/gemm.h"

@@ -33,58 +33,87 @@ struct Case {
   float alpha, beta;
 };
 
+// A case's operands in memory: A (M, K) or, for tn, (K, M); B (K, N) or, for nt, (N, K); C (M, N);
+// each row followed by its pad, each buffer by one guard element.
+struct Operands {
+  int a_rows, a_cols, b_rows, b_cols, lda, ldb, ldc;
+  std::vector<float> A, B, C;
+
+  Operands(const Case& t, uint64_t seed) {
+    const bool ta = t.layout == Layout::tn, tb = t.layout == Layout::nt;
+    a_rows = ta ? t.K : t.M;
+    a_cols = ta ? t.M : t.K;
+    b_rows = tb ? t.N : t.K;
+    b_cols = tb ? t.K : t.N;
+    lda = a_cols + t.pad_a;
+    ldb = b_cols + t.pad_b;
+    ldc = t.N + t.pad_c;
+    A.resize(size_t(a_rows) * size_t(lda) + 1);
+    B.resize(size_t(b_rows) * size_t(ldb) + 1);
+    C.resize(size_t(t.M) * size_t(ldc) + 1);
+    fill_random(A.data(), A.size(), seed, 1.5f);
+    fill_random(B.data(), B.size(), seed + 1, 0.75f);
+    fill_random(C.data(), C.size(), seed + 2, 2.0f);
+  }
+  // Element (i, k) of op(A) and (k, j) of op(B).
+  double a(const Case& t, int i, int k) const {
+    return t.layout == Layout::tn ? A[size_t(k) * lda + i] : A[size_t(i) * lda + k];
+  }
+  double b(const Case& t, int k, int j) const {
+    return t.layout == Layout::nt ? B[size_t(j) * ldb + k] : B[size_t(k) * ldb + j];
+  }
+};
+
+void call_gemm(const Case& t, Operands& m) {
+  float* C = m.C.data();
+  const float *A = m.A.data(), *B = m.B.data();
+  switch (t.layout) {
+    case Layout::nn: vitlens::gemm_nn(C, A, B, t.M, t.N, t.K, m.lda, m.ldb, m.ldc, t.alpha, t.beta); break;
+    case Layout::nt: vitlens::gemm_nt(C, A, B, t.M, t.N, t.K, m.lda, m.ldb, m.ldc, t.alpha, t.beta); break;
+    case Layout::tn: vitlens::gemm_tn(C, A, B, t.M, t.N, t.K, m.lda, m.ldb, m.ldc, t.alpha, t.beta); break;
+  }
+}
+
 // Runs one product and returns the worst ratio |error| / bound over C (≤ 1 passes).
 double run_case(const Case& t, uint64_t seed) {
-  // Memory shapes: A (M, K) or, for tn, (K, M); B (K, N) or, for nt, (N, K).
-  const int a_rows = t.layout == Layout::tn ? t.K : t.M, a_cols = t.layout == Layout::tn ? t.M : t.K;
-  const int b_rows = t.layout == Layout::nt ? t.N : t.K, b_cols = t.layout == Layout::nt ? t.K : t.N;
-  const int lda = a_cols + t.pad_a, ldb = b_cols + t.pad_b, ldc = t.N + t.pad_c;
-  std::vector<float> A(size_t(a_rows) * size_t(lda) + 1), B(size_t(b_rows) * size_t(ldb) + 1);
-  std::vector<float> C(size_t(t.M) * size_t(ldc) + 1);
-  fill_random(A.data(), A.size(), seed, 1.5f);
-  fill_random(B.data(), B.size(), seed + 1, 0.75f);
-  fill_random(C.data(), C.size(), seed + 2, 2.0f);
+  Operands m(t, seed);
+  const size_t ldc = size_t(m.ldc);
   if (t.beta == 0.0f) {  // beta = 0 must not read C: NaN in C would show up in the result
     for (int i = 0; i < t.M; ++i)
-      for (int j = 0; j < t.N; ++j) C[size_t(i) * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+      for (int j = 0; j < t.N; ++j) m.C[size_t(i) * ldc + j] = std::numeric_limits<float>::quiet_NaN();
   }
-  const std::vector<float> C0 = C;
-  auto a = [&](int i, int k) { return double(t.layout == Layout::tn ? A[size_t(k) * lda + i] : A[size_t(i) * lda + k]); };
-  auto b = [&](int k, int j) { return double(t.layout == Layout::nt ? B[size_t(j) * ldb + k] : B[size_t(k) * ldb + j]); };
-
-  switch (t.layout) {
-    case Layout::nn: vitlens::gemm_nn(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
-    case Layout::nt: vitlens::gemm_nt(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
-    case Layout::tn: vitlens::gemm_tn(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
-  }
+  const std::vector<float> C0 = m.C;
+  call_gemm(t, m);
 
   const double u = std::ldexp(1.0, -24), n = double(t.K) + 3.0, gamma = n * u / (1.0 - n * u);
+  const double inf = std::numeric_limits<double>::infinity();
   double worst = 0.0;
   for (int i = 0; i < t.M; ++i)
     for (int j = 0; j < t.N; ++j) {
       double sum = 0.0, abs_sum = 0.0;
       for (int k = 0; k < t.K; ++k) {
-        sum += a(i, k) * b(k, j);
-        abs_sum += std::fabs(a(i, k) * b(k, j));
+        sum += m.a(t, i, k) * m.b(t, k, j);
+        abs_sum += std::fabs(m.a(t, i, k) * m.b(t, k, j));
       }
       const double c0 = t.beta == 0.0f ? 0.0 : double(C0[size_t(i) * ldc + j]);
       const double ref = double(t.alpha) * sum + double(t.beta) * c0;
-      const double bound = gamma * (std::fabs(double(t.alpha)) * abs_sum + std::fabs(double(t.beta) * c0)) + 1e-30;
-      const double err = std::fabs(double(C[size_t(i) * ldc + j]) - ref);
-      worst = std::max(worst, std::isfinite(err) ? err / bound : std::numeric_limits<double>::infinity());
+      const double bound = gamma * (std::fabs(double(t.alpha)) * abs_sum + std::fabs(double(t.beta) * c0));
+      const double err = std::fabs(double(m.C[size_t(i) * ldc + j]) - ref);
+      worst = std::max(worst, std::isfinite(err) ? err / (bound + 1e-30) : inf);
     }
-  // Padding between the rows of C, and the element after C, are left as they were.
-  for (size_t e = 0; e < C.size(); ++e) {
-    const bool inside = e < size_t(t.M) * ldc && int(e % size_t(ldc)) < t.N;
-    if (!inside && !(C[e] == C0[e])) worst = std::numeric_limits<double>::infinity();
+  // Padding between the rows of C, and the guard element after C, are left as they were.
+  for (size_t e = 0; e < m.C.size(); ++e) {
+    const bool inside = e < size_t(t.M) * ldc && int(e % ldc) < t.N;
+    if (!inside && !(m.C[e] == C0[e])) worst = inf;
   }
   return worst;
 }
 
 std::string describe(const Case& t) {
   return std::string(layout_name(t.layout)) + " M=" + std::to_string(t.M) + " N=" + std::to_string(t.N) +
-         " K=" + std::to_string(t.K) + " pads=" + std::to_string(t.pad_a) + "," + std::to_string(t.pad_b) + "," +
-         std::to_string(t.pad_c) + " alpha=" + std::to_string(t.alpha) + " beta=" + std::to_string(t.beta);
+         " K=" + std::to_string(t.K) + " pads=" + std::to_string(t.pad_a) + "," +
+         std::to_string(t.pad_b) + "," + std::to_string(t.pad_c) + " alpha=" + std::to_string(t.alpha) +
+         " beta=" + std::to_string(t.beta);
 }
 
 }  // namespace
@@ -115,8 +144,9 @@ TEST_CASE("gemm: edge and ViT sizes, strides, alpha and beta", "[gemm]") {
   };
   int done = 0;
   for (int trial = 0; done < 90 && trial < 1000; ++trial) {
-    const Case t{Layout(next(3)), sizes[next(7)], sizes[next(7)], sizes[next(7)], next(2) * (1 + next(9)),
-                 next(2) * (1 + next(9)), next(2) * (1 + next(9)), alphas[next(3)], betas[next(3)]};
+    auto pad = [&] { return next(2) * (1 + next(9)); };  // 0, or 1…9
+    const Case t{Layout(next(3)), sizes[next(7)], sizes[next(7)], sizes[next(7)], pad(), pad(), pad(),
+                 alphas[next(3)], betas[next(3)]};
     if (double(t.M) * t.N * t.K > 1.2e7) continue;  // keeps the double loop quick under node
     INFO(describe(t));
     REQUIRE(run_case(t, uint64_t(trial) + 7) <= 1.0);
@@ -172,25 +202,26 @@ TEST_CASE("gemm throughput on the ViT's shapes", "[.][gemm-bench]") {
       {Layout::tn, 768, 192, 197, 0, 0, 0, 1.0f, 1.0f},     // dW += dyᵀ·x (fc1)
   };
   const char* names[] = {"patch", "qkv", "q.kT", "A.v", "proj", "fc1", "fc2", "dy.W", "dyT.x"};
+  using Stride = Eigen::OuterStride<>;
+  using ConstMap = Eigen::Map<const vitlens::Mat, 0, Stride>;
+  // The minimum over single calls: the machine may be shared, and a call is shorter than a
+  // scheduler time slice.
+  auto best_seconds = [](const auto& f) {
+    for (int w = 0; w < 5; ++w) f();
+    double best = 1e30;
+    for (int r = 0; r < 100; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
   for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
     const Case& t = cases[c];
-    const int a_rows = t.layout == Layout::tn ? t.K : t.M, a_cols = t.layout == Layout::tn ? t.M : t.K;
-    const int b_rows = t.layout == Layout::nt ? t.N : t.K, b_cols = t.layout == Layout::nt ? t.K : t.N;
-    const int lda = a_cols + t.pad_a, ldb = b_cols + t.pad_b, ldc = t.N + t.pad_c;
-    std::vector<float> A(size_t(a_rows) * lda), B(size_t(b_rows) * ldb), C(size_t(t.M) * ldc);
-    fill_random(A.data(), A.size(), 1);
-    fill_random(B.data(), B.size(), 2);
-    auto run = [&] {
-      switch (t.layout) {
-        case Layout::nn: vitlens::gemm_nn(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
-        case Layout::nt: vitlens::gemm_nt(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
-        case Layout::tn: vitlens::gemm_tn(C.data(), A.data(), B.data(), t.M, t.N, t.K, lda, ldb, ldc, t.alpha, t.beta); break;
-      }
-    };
-    using Stride = Eigen::OuterStride<>;
-    using ConstMap = Eigen::Map<const vitlens::Mat, 0, Stride>;
-    Eigen::Map<vitlens::Mat, 0, Stride> c_map(C.data(), t.M, t.N, Stride(ldc));
-    const ConstMap a_map(A.data(), a_rows, a_cols, Stride(lda)), b_map(B.data(), b_rows, b_cols, Stride(ldb));
+    Operands m(t, 1);
+    Eigen::Map<vitlens::Mat, 0, Stride> c_map(m.C.data(), t.M, t.N, Stride(m.ldc));
+    const ConstMap a_map(m.A.data(), m.a_rows, m.a_cols, Stride(m.lda));
+    const ConstMap b_map(m.B.data(), m.b_rows, m.b_cols, Stride(m.ldb));
     auto run_eigen = [&] {
       switch (t.layout) {
         case Layout::nn: c_map.noalias() = t.alpha * a_map * b_map; break;
@@ -198,22 +229,11 @@ TEST_CASE("gemm throughput on the ViT's shapes", "[.][gemm-bench]") {
         case Layout::tn: c_map.noalias() += t.alpha * a_map.transpose() * b_map; break;
       }
     };
-    // The minimum over single calls: the machine may be shared, and a call is shorter than a
-    // scheduler time slice.
-    auto best_seconds = [](const auto& f) {
-      for (int w = 0; w < 5; ++w) f();
-      double best = 1e30;
-      for (int r = 0; r < 100; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      return best;
-    };
-    const double ours = best_seconds(run), eigen = best_seconds(run_eigen);
+    const double ours = best_seconds([&] { call_gemm(t, m); }), eigen = best_seconds(run_eigen);
     const double gflop = 2.0 * t.M * t.N * t.K * 1e-9;
-    std::printf("%-6s %s %4d×%4d×%4d  gemm %5.1f GFLOP/s (%.3f ms)  Eigen %5.1f GFLOP/s  ratio %.2f\n", names[c],
-                layout_name(t.layout), t.M, t.N, t.K, gflop / ours, ours * 1e3, gflop / eigen, eigen / ours);
+    std::printf("%-6s %s %4d×%4d×%4d  gemm %5.1f GFLOP/s (%.3f ms)  Eigen %5.1f GFLOP/s  ratio %.2f\n",
+                names[c], layout_name(t.layout), t.M, t.N, t.K, gflop / ours, ours * 1e3, gflop / eigen,
+                eigen / ours);
   }
   SUCCEED();
 }
