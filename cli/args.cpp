@@ -1,4 +1,5 @@
 // args.cpp — the small declared-options argument parser shared by the subcommands.
+#include <cerrno>
 #include <cstdlib>
 
 #include "commands.h"
@@ -68,6 +69,17 @@ double Args::get_double(const std::string& name, double def) const {
   const double v = std::strtod(s.c_str(), &end);
   if (s.empty() || *end) throw Error(ErrorCode::bad_argument, "--" + name + " needs a number, got '" + s + "'");
   return v;
+}
+
+uint64_t Args::get_u64(const std::string& name, uint64_t def) const {
+  if (!has(name)) return def;
+  const std::string s = get(name);
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || s[0] == '-' || *end || errno == ERANGE)
+    throw Error(ErrorCode::bad_argument, "--" + name + " needs a non-negative integer, got '" + s + "'");
+  return uint64_t(v);
 }
 
 }  // namespace vitlens::cli

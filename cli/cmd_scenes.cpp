@@ -12,21 +12,6 @@
 
 namespace vitlens::cli {
 
-namespace {
-
-uint64_t parse_u64(const Args& args, const std::string& name, uint64_t def) {
-  if (!args.has(name)) return def;
-  const std::string s = args.get(name);
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (s.empty() || s[0] == '-' || *end || errno == ERANGE)
-    throw Error(ErrorCode::bad_argument, "--" + name + " needs a non-negative integer, got '" + s + "'");
-  return uint64_t(v);
-}
-
-}  // namespace
-
 int cmd_scenes(int argc, char** argv) {
   Args args(argc, argv, {"split", "n", "seed", "out", "size", "data", "first"}, {"help"});
   const bool usage_error = !args.positional().empty() || !args.has("split") || !args.has("out") || !args.has("n");
@@ -57,8 +42,8 @@ int cmd_scenes(int argc, char** argv) {
   opt.min_item = std::max(opt.min_item, 8);
   validate_scene_options(opt);
 
-  const uint64_t seed = parse_u64(args, "seed", 0);
-  const uint64_t first = parse_u64(args, "first", 0);
+  const uint64_t seed = args.get_u64("seed", 0);
+  const uint64_t first = args.get_u64("first", 0);
   const std::string out = args.get("out");
   const FashionMnist data = load_fashion_mnist(args.get("data", fashion_mnist_default_dir), split == "train");
   export_scenes(out, data, opt, seed, first, uint64_t(n));

@@ -13,17 +13,6 @@ namespace vitlens::cli {
 
 namespace {
 
-uint64_t parse_seed(const Args& args, const std::string& name, uint64_t def) {
-  if (!args.has(name)) return def;
-  const std::string s = args.get(name);
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (s.empty() || s[0] == '-' || *end || errno == ERANGE)
-    throw Error(ErrorCode::bad_argument, "--" + name + " needs a non-negative integer, got '" + s + "'");
-  return uint64_t(v);
-}
-
 std::string clock_text(double s) {
   const long t = long(s + 0.5);
   char buf[32];
@@ -103,7 +92,7 @@ int cmd_train(int argc, char** argv) {
   opt.warmup = args.get_int("warmup", opt.warmup);
   opt.decay = args.get_int("decay", 0);
   opt.grad_clip = float(args.get_double("clip", opt.grad_clip));
-  opt.seed = parse_seed(args, "seed", opt.seed);
+  opt.seed = args.get_u64("seed", opt.seed);
   opt.threads = args.get_int("threads", opt.threads);
   if (opt.threads < 1) throw Error(ErrorCode::bad_argument, "--threads must be ≥ 1");
   opt.eval_every = args.get_int("eval-every", 0);

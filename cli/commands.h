@@ -1,6 +1,7 @@
 // commands.h — the CLI subcommands and the small argument parser they share.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@ class Args {
   std::string get(const std::string& name, const std::string& def = "") const;
   int get_int(const std::string& name, int def) const;
   double get_double(const std::string& name, double def) const;
+  uint64_t get_u64(const std::string& name, uint64_t def) const;  // seeds, indices
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

@@ -92,26 +92,31 @@ void partial_lrp(Explanation& out, const Model& m, ExplainState& st, const Metho
   add_relevance_intermediates(out, st.chefer);
 }
 
-// Full LRP with Chefer's rules through every layer, the position-embedding add (CLS share
-// dropped) and z^B at the patch embedding: pixel map Σ_c R_x. Token map: Σ_d R_{E0} per patch.
-void lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
-  lrp_propagate(st.chefer, m, trace_d(m, st), kCheferRules, out.target, 0, true);
-  out.pixel_map = st.chefer.pixel_map.cast<float>();
-  out.token_map = token_relevance(st.chefer, m.config);
-  out.conservation = st.chefer.report;
+namespace {
+
+// A relevance pass all the way to the pixels: pixel map Σ_c R_x, token map Σ_d R_{E0} per patch.
+void lrp_to_pixels(Explanation& out, const Model& m, ExplainState& st, RelevancePass& pass,
+                   const LrpRules& rules) {
+  lrp_propagate(pass, m, trace_d(m, st), rules, out.target, 0, true);
+  out.pixel_map = pass.pixel_map.cast<float>();
+  out.token_map = token_relevance(pass, m.config);
+  out.conservation = pass.report;
   add_attention_intermediates(out, st.trace, nullptr);
-  add_relevance_intermediates(out, st.chefer);
+  add_relevance_intermediates(out, pass);
 }
 
-// AttnLRP (Achtibat et al. 2024), seeded with the target logit: pixel map Σ_c x ⊙ (modified
-// gradient) = Σ_c R_x; token map Σ_d R_{E0} per patch.
+}  // namespace
+
+// Full LRP with Chefer's rules through every layer, the position-embedding add (CLS share
+// dropped) and z^B at the patch embedding.
+void lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
+  lrp_to_pixels(out, m, st, st.chefer, kCheferRules);
+}
+
+// AttnLRP (Achtibat et al. 2024), seeded with the target logit: the pixel map is
+// Σ_c x ⊙ (modified gradient) = Σ_c R_x.
 void attnlrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
-  lrp_propagate(st.attnlrp, m, trace_d(m, st), kAttnLrpRules, out.target, 0, true);
-  out.pixel_map = st.attnlrp.pixel_map.cast<float>();
-  out.token_map = token_relevance(st.attnlrp, m.config);
-  out.conservation = st.attnlrp.report;
-  add_attention_intermediates(out, st.trace, nullptr);
-  add_relevance_intermediates(out, st.attnlrp);
+  lrp_to_pixels(out, m, st, st.attnlrp, kAttnLrpRules);
 }
 
 }  // namespace vitlens::detail
