@@ -126,6 +126,65 @@ void jpeg_guard(const uint8_t* b, size_t n) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The size a header announces, read before stb_image sees the file: stb refuses an empty image,
+// or one of more than 2^30 bytes of pixels, with the reason of the last format it tried
+// ("unknown image type"), so the size is checked here first to say what is wrong.
+
+uint32_t be16(const uint8_t* p) { return uint32_t(p[0]) << 8 | p[1]; }
+uint32_t be32(const uint8_t* p) { return be16(p) << 16 | be16(p + 2); }
+uint32_t le16(const uint8_t* p) { return uint32_t(p[1]) << 8 | p[0]; }
+uint32_t le32(const uint8_t* p) { return le16(p + 2) << 16 | le16(p); }
+
+// The width and height of a PNG (IHDR), BMP (info header) or JPEG (frame header) file; false when
+// the bytes do not start like one of them or end before the size.
+bool header_size(const uint8_t* b, size_t n, int64_t& w, int64_t& h) {
+  static const uint8_t png[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  if (n >= 24 && std::memcmp(b, png, 8) == 0 && std::memcmp(b + 12, "IHDR", 4) == 0) {
+    w = be32(b + 16);
+    h = be32(b + 20);
+    return true;
+  }
+  if (n >= 26 && b[0] == 'B' && b[1] == 'M') {
+    const uint32_t info = le32(b + 14);  // the info header's size: 12 (OS/2, 16-bit sizes) or >= 40
+    if (info == 12) {
+      w = le16(b + 18);
+      h = le16(b + 20);
+      return true;
+    }
+    if (info < 40) return false;
+    w = int32_t(le32(b + 18));
+    h = std::abs(int64_t(int32_t(le32(b + 22))));  // negative: rows stored top-down
+    return true;
+  }
+  if (n >= 4 && b[0] == 0xFF && b[1] == 0xD8) {
+    // Marker segments after SOI until a frame header SOFn (C0…CF except DHT C4, JPG C8, DAC CC):
+    // FF (fill FFs), the marker, a big-endian length counting itself, the payload.
+    size_t p = 2;
+    for (;;) {
+      if (p >= n || b[p] != 0xFF) return false;
+      while (p < n && b[p] == 0xFF) ++p;
+      if (p + 2 >= n) return false;
+      const uint8_t m = b[p];
+      if (m == 0x01 || (m >= 0xD0 && m <= 0xD8)) {  // markers without a length
+        ++p;
+        continue;
+      }
+      if (m == 0xD9 || m == 0xDA) return false;  // the end, or scan data, before any frame header
+      const size_t length = be16(b + p + 1);
+      if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+        if (length < 7 || p + 8 > n) return false;  // precision, then height and width
+        h = be16(b + p + 4);
+        w = be16(b + p + 6);
+        return true;
+      }
+      if (length < 2) return false;
+      p += 1 + length;
+    }
+  }
+  return false;
+}
+
 std::string stb_reason() {
   const char* r = stbi_failure_reason();
   return r ? r : "unknown reason";
@@ -324,6 +383,21 @@ Pixels decode_image(const uint8_t* bytes, size_t size) {
                                       " MiB limit");
   }
   jpeg_guard(bytes, size);
+
+  int64_t hw = 0, hh = 0;
+  if (header_size(bytes, size, hw, hh)) {
+    if (hw < 1 || hh < 1) {
+      throw Error(ErrorCode::bad_image, "the image has no pixels (" + std::to_string(hw) + "x" +
+                                            std::to_string(hh) + ")");
+    }
+    const int64_t most = limits::max_decoded_pixels;
+    if (hw > most || hh > most || hw * hh > most) {  // each side first: 2^32 × 2^32 overflows
+      throw Error(ErrorCode::limit, "an image of " + std::to_string(hw) + "x" + std::to_string(hh) +
+                                        " pixels is larger than " +
+                                        std::to_string(limits::max_decoded_pixels) +
+                                        " pixels; shrink it first");
+    }
+  }
 
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(bytes, int(size), &w, &h, &comp)) {

@@ -60,8 +60,18 @@ SafeTensors parse_unchecked(const uint8_t* bytes, size_t size) {
   if (n > uint64_t(limits::max_header_bytes))
     fail(ErrorCode::limit, "header length " + std::to_string(n) + " exceeds the limit (is this a safetensors file?)");
   if (n > size - 8) fail(ErrorCode::truncated, "the file ends inside its JSON header");
-  json h = json::parse(bytes + 8, bytes + 8 + n, nullptr, false);
+  // The JSON parser keeps the last of two equal keys: a tensor named twice is refused here rather
+  // than one of its two entries silently dropped.
+  std::set<std::string> keys;
+  std::string duplicate;
+  const json::parser_callback_t note_keys = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && duplicate.empty() && !keys.insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  json h = json::parse(bytes + 8, bytes + 8 + n, note_keys, false);
   if (h.is_discarded() || !h.is_object()) fail(ErrorCode::bad_format, "the header is not a JSON object");
+  if (!duplicate.empty()) fail(ErrorCode::unknown_tensor, "tensor '" + duplicate + "' appears twice in the header");
   if (h.size() > size_t(limits::max_tensors)) fail(ErrorCode::limit, "too many tensors");
   SafeTensors st;
   st.data = bytes + 8 + n;
