@@ -13,29 +13,44 @@ namespace vitlens::cli {
 Model load_model_arg(const std::string& arg) {
   if (arg.rfind("deit-tiny", 0) == 0) {
     uint64_t seed = 7;
-    if (arg.size() > 10 && arg[9] == ':') seed = std::stoull(arg.substr(10));
+    if (arg.size() > 9) {
+      const std::string digits = arg.substr(10);
+      if (arg[9] != ':' || digits.empty() || digits.size() > 19 ||
+          digits.find_first_not_of("0123456789") != std::string::npos)
+        throw Error(ErrorCode::bad_argument, "'" + arg + "': write deit-tiny or deit-tiny:SEED with a decimal seed");
+      seed = std::stoull(digits);
+    }
     return random_model(deit_tiny_config(), seed);
   }
   return load_model_file(arg);
+}
+
+Image load_npy_input(const std::string& path, const Config& cfg) {
+  const NpyArray a = read_npy(path);
+  std::vector<int64_t> s = a.shape;
+  if (s.size() == 4 && s[0] == 1) s.erase(s.begin());
+  if (s.size() != 3 || s[0] != cfg.channels || s[1] != cfg.image_h || s[2] != cfg.image_w)
+    throw Error(ErrorCode::bad_shape, path + " has shape " + [&] {
+      std::string r;
+      for (int64_t v : a.shape) r += (r.empty() ? "" : "×") + std::to_string(v);
+      return r;
+    }() + " but the model needs " + std::to_string(cfg.channels) + "×" + std::to_string(cfg.image_h) + "×" +
+                                          std::to_string(cfg.image_w) + " (C×H×W, normalised)");
+  Image x(cfg.channels, cfg.image_h, cfg.image_w);
+  for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = float(a.data[i]);
+  return x;
+}
+
+Image load_image_or_npy(const std::string& path, const Config& cfg) {
+  const bool npy = path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
+  return npy ? load_npy_input(path, cfg) : preprocess(read_image_file(path), cfg);
 }
 
 Image load_input(const Args& args, const Config& cfg, const std::string& image_path) {
   if (args.has("input")) {
     if (!image_path.empty())
       throw Error(ErrorCode::bad_argument, "give either an image or --input x.npy, not both");
-    const NpyArray a = read_npy(args.get("input"));
-    std::vector<int64_t> s = a.shape;
-    if (s.size() == 4 && s[0] == 1) s.erase(s.begin());
-    if (s.size() != 3 || s[0] != cfg.channels || s[1] != cfg.image_h || s[2] != cfg.image_w)
-      throw Error(ErrorCode::bad_shape, "--input has shape " + [&] {
-        std::string r;
-        for (int64_t v : a.shape) r += (r.empty() ? "" : "×") + std::to_string(v);
-        return r;
-      }() + " but the model needs " + std::to_string(cfg.channels) + "×" + std::to_string(cfg.image_h) + "×" +
-                                              std::to_string(cfg.image_w) + " (C×H×W, normalised)");
-    Image x(cfg.channels, cfg.image_h, cfg.image_w);
-    for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = float(a.data[i]);
-    return x;
+    return load_npy_input(args.get("input"), cfg);
   }
   if (image_path.empty()) throw Error(ErrorCode::bad_argument, "no input: give an image file or --input x.npy");
   return preprocess(read_image_file(image_path), cfg);

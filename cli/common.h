@@ -15,6 +15,9 @@ Model load_model_arg(const std::string& arg);
 
 // The model's input from IMAGE (positional) or --input x.npy (float32 C×H×W, used exactly).
 Image load_input(const Args& args, const Config& cfg, const std::string& image_path);
+// A normalised (C, H, W) tensor from .npy (shape checked against the model), or an image file.
+Image load_npy_input(const std::string& path, const Config& cfg);
+Image load_image_or_npy(const std::string& path, const Config& cfg);
 
 double now_ms();
 

@@ -4,7 +4,9 @@
 // Error whose message starts with the error code, e.g. "bad_format: model file: ...". Arrays
 // cross the boundary as copies (typed_memory_view goes stale when memory grows).
 #include <emscripten/bind.h>
+#include <emscripten/heap.h>
 #include <emscripten/val.h>
+#include <malloc.h>
 
 #include <cmath>
 #include <memory>
@@ -87,7 +89,32 @@ bool bool_option(const val& o, const char* key, bool def) {
   return v.isTrue();
 }
 
-MethodOptions options_from_js(const val& o) {
+// A string argument. Entry points take strings as val, not std::string: Embind 3.1.6 frees its
+// copy of a std::string argument only when the call returns, so every call that throws a JS
+// Error would leak it (a whole config.json for a failed import).
+std::string string_arg(const val& v, const char* what) {
+  if (!v.isString()) throw Error(ErrorCode::bad_argument, std::string(what) + " must be a string");
+  return v.as<std::string>();
+}
+
+// A string option that must be one of `names` (its index), `def` when absent.
+int enum_option(const val& o, const char* key, std::initializer_list<const char*> names, int def) {
+  const val v = o[key];
+  if (v.isUndefined() || v.isNull()) return def;
+  const std::string s = v.isString() ? v.as<std::string>() : "";
+  int i = 0;
+  std::string list;
+  for (const char* n : names) {
+    if (s == n) return i;
+    list += std::string(i ? ", " : "") + "\"" + n + "\"";
+    ++i;
+  }
+  throw Error(ErrorCode::bad_argument, std::string("option ") + key + " must be one of " + list);
+}
+
+// The method options of a plain JS object. `baseline` receives the integrated-gradients
+// baseline (a normalised C×H×W Float32Array) when one is given; `opt.baseline` points to it.
+MethodOptions options_from_js(const val& o, const Config& c, Image& baseline) {
   MethodOptions opt;
   if (o.isUndefined() || o.isNull()) return opt;
   if (o.typeOf().as<std::string>() != "object") throw Error(ErrorCode::bad_argument, "explain options must be an object");
@@ -104,6 +131,38 @@ MethodOptions options_from_js(const val& o) {
     else if (s == "max") opt.head_fusion = HeadFusion::max;
     else if (s == "min") opt.head_fusion = HeadFusion::min;
     else throw Error(ErrorCode::bad_argument, "option headFusion must be \"mean\", \"max\" or \"min\"");
+  }
+  opt.steps = int_option(o, "steps", 0);
+  opt.quadrature = Quadrature(enum_option(o, "quadrature", {"left", "right", "middle", "gauss-legendre"}, 3));
+  opt.stage = NormStage(enum_option(o, "stage", {"atb", "atb-res", "atb-res-ln", "atb-res-ln-ff", "layer"}, 4));
+  const val inner = o["inner"];
+  if (!inner.isUndefined() && !inner.isNull()) {
+    if (!inner.isString()) throw Error(ErrorCode::bad_argument, "option inner must be a method name");
+    opt.inner = inner.as<std::string>();
+  }
+  opt.samples = int_option(o, "samples", 0);
+  opt.noise = number_option(o, "noise", 0.15);
+  const double seed = number_option(o, "seed", 0);
+  if (seed < 0 || seed != std::floor(seed) || seed > 9007199254740991.0)
+    throw Error(ErrorCode::bad_argument, "option seed must be a non-negative integer");
+  opt.seed = uint64_t(seed);
+  const val b = o["baseline"];
+  if (!b.isUndefined() && !b.isNull()) {
+    const int64_t size = int64_t(c.channels) * c.image_h * c.image_w;
+    std::vector<float> v = copy_in<float>(b, size, "option baseline");
+    if (int64_t(v.size()) != size)
+      throw Error(ErrorCode::bad_shape, "option baseline must be a normalised C×H×W Float32Array of " +
+                                            std::to_string(size) + " values");
+    baseline = Image(c.channels, c.image_h, c.image_w);
+    baseline.data = std::move(v);
+    opt.baseline = &baseline;
+  }
+  const val progress = o["onProgress"];
+  if (!progress.isUndefined() && !progress.isNull()) {
+    if (progress.typeOf().as<std::string>() != "function")
+      throw Error(ErrorCode::bad_argument, "option onProgress must be a function");
+    // The callback may return false to cancel; anything else continues.
+    opt.progress = [progress](double f) { return !progress(f).isFalse(); };
   }
   return opt;
 }
@@ -141,6 +200,41 @@ val explanation_to_js(const Explanation& ex, const ConservationReport* report) {
     sums.set("tokens", num(report->tokens_sum));
     sums.set("image", num(report->image_sum));
     o.set("relevanceSums", sums);
+  }
+  if (ex.has_completeness) {
+    val c = val::object();
+    c.set("attributionSum", ex.completeness.attribution_sum);
+    c.set("fInput", ex.completeness.f_input);
+    c.set("fBaseline", ex.completeness.f_baseline);
+    c.set("gap", ex.completeness.gap());
+    o.set("completeness", c);
+  }
+  if (!ex.attattr.empty()) {
+    // attattr: per block an array of H Float32Arrays (n·n, row-major).
+    val blocks = val::array();
+    for (const AttAttrBlock& b : ex.attattr) {
+      val heads = val::array();
+      for (const Mat& a : b.attr) heads.call<void>("push", mat_out(a));
+      blocks.call<void>("push", heads);
+    }
+    o.set("attattr", blocks);
+  }
+  if (!ex.norm.empty()) {
+    // norm-based: per block {maps: {stage: Float32Array n·n}, mixing: {stage: Float32Array n}}.
+    static const char* stages[5] = {"atb", "atb-res", "atb-res-ln", "atb-res-ln-ff", "layer"};
+    val blocks = val::array();
+    for (const NormBlock& b : ex.norm) {
+      val maps = val::object(), mixing = val::object();
+      for (int k = 0; k < 5; ++k) {
+        if (b.maps[k].size()) maps.set(stages[k], mat_out(b.maps[k]));
+        if (b.mixing[k].size()) mixing.set(stages[k], float32_out(b.mixing[k].data(), size_t(b.mixing[k].size())));
+      }
+      val bo = val::object();
+      bo.set("maps", maps);
+      bo.set("mixing", mixing);
+      blocks.call<void>("push", bo);
+    }
+    o.set("norm", blocks);
   }
   if (!ex.blocks.empty()) {
     val blocks = val::array();
@@ -188,10 +282,10 @@ class WasmModel {
     });
   }
 
-  static WasmModel* from_safetensors(val ckpt, std::string config_json) {
+  static WasmModel* from_safetensors(val ckpt, val config_json) {
     return guarded([&] {
       const std::vector<uint8_t> b = copy_in<uint8_t>(ckpt, limits::max_model_file_bytes, "checkpoint");
-      return new WasmModel(import_checkpoint(b.data(), b.size(), config_json));
+      return new WasmModel(import_checkpoint(b.data(), b.size(), string_arg(config_json, "config.json text")));
     });
   }
 
@@ -253,15 +347,56 @@ class WasmModel {
 
   // An attribution map of the last predicted input. The forward pass is reused, and so are the
   // backward and relevance passes while the target class stays the same.
-  val explain_js(std::string method, val options) {
+  val explain_js(val method_name, val options) {
     return guarded([&] {
-      const Explanation ex = explain(model_, state_, method, options_from_js(options));
+      const std::string method = string_arg(method_name, "method");
+      Image baseline;
+      const Explanation ex = explain(model_, state_, method, options_from_js(options, model_.config, baseline));
       return explanation_to_js(ex, find_method(method)->reports_relevance ? &ex.conservation : nullptr);
     });
   }
 
-  val save(std::string storage) const {
+  // Per block, per head, the attention A (n·n Float32Arrays, row i = query i) of the last
+  // predicted input: the teaching view of each head's attention for a chosen query patch.
+  val attention() const {
     return guarded([&] {
+      if (state_.trace.blocks.empty()) throw Error(ErrorCode::bad_argument, "no input: predict an image first");
+      val blocks = val::array();
+      for (const BlockTrace& b : state_.trace.blocks) {
+        val heads = val::array();
+        for (const Mat& a : b.attn) heads.call<void>("push", mat_out(a));
+        blocks.call<void>("push", heads);
+      }
+      return blocks;
+    });
+  }
+
+  // Per block, per head, ∂y_t/∂A for class `target` (−1: the predicted class), same layout.
+  val attention_grads(int target) const {
+    return guarded([&] {
+      const Config& c = model_.config;
+      if (state_.trace.blocks.empty()) throw Error(ErrorCode::bad_argument, "no input: predict an image first");
+      if (target < -1 || target >= c.classes)
+        throw Error(ErrorCode::bad_argument, "target class " + std::to_string(target) + " is out of range: the model has " +
+                                                 std::to_string(c.classes) + " classes");
+      if (target < 0) target = top_k(c, state_.trace.logits, 1)[0].cls;
+      Vec dlogits = Vec::Zero(c.classes);
+      dlogits[target] = 1.0f;
+      Grads g;
+      vit_backward(g, nullptr, model_, state_.trace, dlogits);
+      val blocks = val::array();
+      for (const BlockGrads& b : g.blocks) {
+        val heads = val::array();
+        for (const Mat& a : b.attn) heads.call<void>("push", mat_out(a));
+        blocks.call<void>("push", heads);
+      }
+      return blocks;
+    });
+  }
+
+  val save(val storage_name) const {
+    return guarded([&] {
+      const std::string storage = string_arg(storage_name, "storage");
       if (storage != "f32" && storage != "int8") throw Error(ErrorCode::bad_argument, "storage must be f32 or int8");
       const std::vector<uint8_t> b = save_model(model_, storage == "int8" ? Storage::int8 : Storage::f32);
       return val::global("Uint8Array").new_(emscripten::typed_memory_view(b.size(), b.data()));
@@ -303,14 +438,19 @@ val methods_js() {
     val opts = val::array();
     const std::pair<unsigned, const char*> names[] = {{opt_target, "target"},         {opt_start_layer, "startLayer"},
                                                       {opt_head_fusion, "headFusion"}, {opt_discard_ratio, "discardRatio"},
-                                                      {opt_block, "block"},           {opt_use_grad, "useGrad"}};
+                                                      {opt_block, "block"},           {opt_use_grad, "useGrad"},
+                                                      {opt_steps, "steps"},           {opt_quadrature, "quadrature"},
+                                                      {opt_baseline, "baseline"},     {opt_stage, "stage"}};
     for (const auto& [bit, name] : names)
       if (m.options & bit) opts.call<void>("push", std::string(name));
+    if (m.options & opt_smooth)
+      for (const char* name : {"inner", "samples", "noise", "seed"}) opts.call<void>("push", std::string(name));
     o.set("options", opts);
     o.set("classSpecific", m.class_specific);
     o.set("reportsRelevance", m.reports_relevance);
     o.set("conserves", m.conserves);
     o.set("nativePixels", m.native_pixels);
+    o.set("longRunning", m.long_running);
     out.call<void>("push", o);
   }
   return out;
@@ -329,6 +469,16 @@ val decode_image_js(val bytes) {
   });
 }
 
+// The wasm heap's size (it only grows) and the bytes malloc has handed out and not taken back:
+// what leak tests compare before and after many calls.
+val memory_stats_js() {
+  const struct mallinfo mi = mallinfo();
+  val o = val::object();
+  o.set("heapBytes", double(emscripten_get_heap_size()));
+  o.set("allocatedBytes", double(mi.uordblks));
+  return o;
+}
+
 EMSCRIPTEN_BINDINGS(vitlens) {
   emscripten::class_<WasmModel>("Model")
       .class_function("fromBytes", &WasmModel::from_bytes, emscripten::allow_raw_pointers())
@@ -339,7 +489,10 @@ EMSCRIPTEN_BINDINGS(vitlens) {
       .function("predictTensor", &WasmModel::predict_tensor)
       .function("logits", &WasmModel::logits)
       .function("explain", &WasmModel::explain_js)
+      .function("attention", &WasmModel::attention)
+      .function("attentionGrads", &WasmModel::attention_grads)
       .function("save", &WasmModel::save);
   emscripten::function("decodeImage", &decode_image_js);
   emscripten::function("methods", &methods_js);
+  emscripten::function("memoryStats", &memory_stats_js);
 }

@@ -46,7 +46,13 @@ export type MethodName =
   | "transformer-attribution"
   | "partial-lrp"
   | "lrp"
-  | "attnlrp";
+  | "attnlrp"
+  | "attattr"
+  | "norm-based"
+  | "saliency"
+  | "grad-x-input"
+  | "integrated-gradients"
+  | "smoothgrad";
 
 /** One entry of the method registry (`methods()`). */
 export interface MethodInfo {
@@ -54,7 +60,10 @@ export interface MethodInfo {
   description: string;
   paper: string;
   /** The ExplainOptions keys the method reads; it ignores the others. */
-  options: Array<"target" | "startLayer" | "headFusion" | "discardRatio" | "block" | "useGrad">;
+  options: Array<
+    | "target" | "startLayer" | "headFusion" | "discardRatio" | "block" | "useGrad"
+    | "steps" | "quadrature" | "baseline" | "stage" | "inner" | "samples" | "noise" | "seed"
+  >;
   /** The map depends on the target class (false for raw-attention and rollout). */
   classSpecific: boolean;
   /** An LRP method: `conservation` and `relevanceSums` are filled. */
@@ -63,6 +72,8 @@ export interface MethodInfo {
   conserves: boolean;
   /** The pixel map is computed at the input (lrp, attnlrp), not upsampled from the tokens. */
   nativePixels: boolean;
+  /** Many passes (integrated gradients, smoothgrad, attattr): reports progress, can be cancelled. */
+  longRunning: boolean;
 }
 
 export interface ExplainOptions {
@@ -80,6 +91,21 @@ export interface ExplainOptions {
   useGrad?: boolean;
   /** Also return the per-block intermediates; default false. */
   intermediates?: boolean;
+  /** attattr: Riemann steps m (default 20); integrated-gradients: n (default 32); 0 = default. */
+  steps?: number;
+  /** integrated-gradients: default "gauss-legendre". */
+  quadrature?: "left" | "right" | "middle" | "gauss-legendre";
+  /** integrated-gradients: the baseline, normalised C×H×W (preprocessRGBA); default black. */
+  baseline?: Float32Array;
+  /** norm-based: the stage whose per-block maps are rolled out; default "layer". */
+  stage?: "atb" | "atb-res" | "atb-res-ln" | "atb-res-ln-ff" | "layer";
+  /** smoothgrad: the wrapped method (default "saliency"), noisy copies, σ as a fraction of the input range (0.15), noise seed. */
+  inner?: MethodName;
+  samples?: number;
+  noise?: number;
+  seed?: number;
+  /** Long methods call this with the fraction done (0…1); returning false cancels ("cancelled: ..."). */
+  onProgress?: (fraction: number) => boolean | void;
 }
 
 /** Σ relevance arriving at a layer (relevanceOut) and passed to its inputs (relevanceIn). */
@@ -115,7 +141,15 @@ export interface Explanation {
   relevanceSums?: { seed: number; blockInputs: Array<number | null>; tokens: number | null; image: number | null };
   /** When options.intermediates. */
   intermediates?: { tokens: number; blocks: BlockIntermediates[] };
+  /** integrated-gradients (and smoothgrad over it): Σ attributions vs F(x) − F(baseline). */
+  completeness?: { attributionSum: number; fInput: number; fBaseline: number; gap: number };
+  /** attattr: per block, per head, the n×n attribution matrix (row-major). */
+  attattr?: Float32Array[][];
+  /** norm-based: per block, the n×n norm map and the n mixing ratios of each stage. */
+  norm?: Array<{ maps: Record<NormStageName, Float32Array>; mixing: Record<NormStageName, Float32Array> }>;
 }
+
+export type NormStageName = "atb" | "atb-res" | "atb-res-ln" | "atb-res-ln-ff" | "layer";
 
 export interface Model {
   info(): ModelInfo;
@@ -133,6 +167,10 @@ export interface Model {
    * Throws "bad_argument: ..." for an unknown method or an option out of range.
    */
   explain(method: MethodName, options: ExplainOptions): Explanation;
+  /** Per block, per head: A (n×n row-major, row i = query i) of the last predicted input. */
+  attention(): Float32Array[][];
+  /** Per block, per head: ∂y_t/∂A for class `target` (−1 = the predicted class). */
+  attentionGrads(target: number): Float32Array[][];
   /** The model as a .vitl file. */
   save(storage: "f32" | "int8"): Uint8Array;
   delete(): void;
@@ -150,6 +188,8 @@ export interface VitlensModule {
   decodeImage(bytes: Uint8Array): DecodedImage;
   /** The attribution methods, in display order. */
   methods(): MethodInfo[];
+  /** The wasm heap's size in bytes (it only grows) and the bytes malloc holds in use (for leak tests). */
+  memoryStats(): { heapBytes: number; allocatedBytes: number };
 }
 
 export default function createVitlens(options?: { wasmBinary?: ArrayBuffer | Uint8Array; locateFile?: (path: string) => string }): Promise<VitlensModule>;

@@ -6,6 +6,7 @@
 
 #include "methods_internal.h"
 #include "vitlens/error.h"
+#include "vitlens/limits.h"
 
 namespace vitlens {
 
@@ -20,34 +21,53 @@ const std::vector<MethodEntry>& entries() {
   static const std::vector<MethodEntry> table = {
       {{"raw-attention", "the last block's attention of the CLS token, mean over heads",
         "Vaswani et al. 2017 (as a baseline in Chefer et al. 2021)", opt_target, false, false, false,
-        false},
+        false, false},
        detail::raw_attention},
       {{"rollout", "attention rollout: the product of the blocks' row-normalised A + I",
         "Abnar & Zuidema, ACL 2020", opt_target | opt_start_layer | opt_head_fusion | opt_discard_ratio,
-        false, false, false, false},
+        false, false, false, false, false},
        detail::rollout},
       {{"attn-gradcam", "Grad-CAM on the last block's attention: head weights = mean CLS-row gradient",
         "Selvaraju et al. 2017 (as a baseline in Chefer et al. 2021)", opt_target, true, false, false,
-        false},
+        false, false},
        detail::attn_gradcam},
       {{"grad-rollout", "rollout of I + E_h[(∇A ⊙ A)⁺] (gradient-weighted attention, no LRP)",
-        "Chefer, Gur & Wolf, ICCV 2021", opt_target, true, false, false, false},
+        "Chefer, Gur & Wolf, ICCV 2021", opt_target, true, false, false, false, false},
        detail::grad_rollout},
       {{"transformer-attribution", "rollout of I + E_h[(∇A ⊙ R_A)⁺], R_A from LRP with Chefer's rules",
         "Chefer, Gur & Wolf, CVPR 2021", opt_target | opt_start_layer | opt_block | opt_use_grad, true,
-        true, true, false},
+        true, true, false, false},
        detail::transformer_attribution},
       {{"partial-lrp", "the last block's E_h[(R_A)⁺] (LRP relevance of the attention)",
         "Voita et al., ACL 2019 (as a baseline in Chefer et al. 2021)", opt_target, true, true, true,
-        false},
+        false, false},
        detail::partial_lrp},
       {{"lrp", "full LRP to the pixels (Chefer's rules, z^B at the patch embedding)",
         "Bach et al. 2015; Montavon et al. 2017 (as a baseline in Chefer et al. 2021)", opt_target, true,
-        true, true, true},
+        true, true, true, false},
        detail::lrp},
       {{"attnlrp", "AttnLRP: ε rules, softmax and bilinear-product rules, to the pixels",
-        "Achtibat et al., ICML 2024", opt_target, true, true, false, true},
+        "Achtibat et al., ICML 2024", opt_target, true, true, false, true, false},
        detail::attnlrp},
+      {{"attattr", "self-attention attribution: integrated gradients over each block's attention",
+        "Hao, Dong, Wei & Xu, AAAI 2021", opt_target | opt_steps, true, false, false, false, true},
+       detail::attattr},
+      {{"norm-based", "rollout of the norms ‖z_{i←j}‖ of each block's additive decomposition",
+        "Kobayashi et al., EMNLP 2020, EMNLP 2021, ICLR 2024", opt_stage, false, false, false, false, false},
+       detail::norm_based},
+      {{"saliency", "|∂y_t/∂x|, the maximum over channels", "Simonyan, Vedaldi & Zisserman 2014",
+        opt_target, true, false, false, true, false},
+       detail::saliency},
+      {{"grad-x-input", "Σ_c x ⊙ ∂y_t/∂x", "Shrikumar et al. 2016", opt_target, true, false, false, true, false},
+       detail::grad_x_input},
+      {{"integrated-gradients", "Σ_c (x − x')·∫ ∂y_t/∂x along the straight path from the baseline x'",
+        "Sundararajan, Taly & Yan, ICML 2017", opt_target | opt_steps | opt_quadrature | opt_baseline, true, false,
+        false, true, true},
+       detail::integrated_gradients},
+      {{"smoothgrad", "the mean of another method's maps over noisy copies of the input",
+        "Smilkov et al. 2017", opt_target | opt_smooth | opt_steps | opt_quadrature | opt_baseline, true, false,
+        false, true, true},
+       detail::smoothgrad},
   };
   return table;
 }
@@ -65,6 +85,29 @@ std::string method_names() {
 }
 
 void check_options(const MethodInfo& info, const Config& c, const MethodOptions& opt) {
+  if ((info.options & opt_steps) && (opt.steps < 0 || opt.steps > limits::max_method_steps))
+    throw Error(ErrorCode::bad_argument, "steps " + std::to_string(opt.steps) + " is out of range: give 1 to " +
+                                             std::to_string(limits::max_method_steps) + ", or 0 for the default");
+  if ((info.options & opt_smooth) && (opt.samples < 0 || opt.samples > limits::max_method_steps))
+    throw Error(ErrorCode::bad_argument, "samples " + std::to_string(opt.samples) + " is out of range: give 1 to " +
+                                             std::to_string(limits::max_method_steps) + ", or 0 for the default");
+  if ((info.options & opt_smooth) && !(std::isfinite(opt.noise) && opt.noise >= 0.0 && opt.noise <= 10.0))
+    throw Error(ErrorCode::bad_argument, "noise " + std::to_string(opt.noise) +
+                                             " is out of range: give σ as a fraction of the input range, 0 to 10");
+  if (info.options & opt_smooth) {
+    const MethodEntry* inner = find_entry(opt.inner);
+    if (!inner || inner->info.name == std::string(info.name))
+      throw Error(ErrorCode::bad_argument, "smoothgrad cannot wrap '" + opt.inner + "'; give another method: " +
+                                               method_names());
+  }
+  if ((info.options & opt_baseline) && opt.baseline &&
+      (opt.baseline->c != c.channels || opt.baseline->h != c.image_h || opt.baseline->w != c.image_w))
+    throw Error(ErrorCode::bad_shape, "the baseline image must have the model's input shape " +
+                                          std::to_string(c.channels) + "×" + std::to_string(c.image_h) + "×" +
+                                          std::to_string(c.image_w));
+  if (opt.threads < 1 || opt.threads > limits::max_threads)
+    throw Error(ErrorCode::bad_argument, "threads " + std::to_string(opt.threads) + " is out of range: give 1 to " +
+                                             std::to_string(limits::max_threads));
   const std::string blocks = "the model has " + std::to_string(c.depth) + " blocks (0…" +
                              std::to_string(c.depth - 1) + ")";
   if ((info.options & opt_start_layer) && (opt.start_layer < 0 || opt.start_layer >= c.depth))

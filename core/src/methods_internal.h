@@ -19,6 +19,12 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
 void partial_lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
 void lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
 void attnlrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void attattr(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void norm_based(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void saliency(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void grad_x_input(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
 
 // ∂y_t/∂(every activation) for out.target, computed once per (input, target).
 const Grads& target_grads(const Model& m, ExplainState& st, int target);

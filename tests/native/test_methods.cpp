@@ -270,7 +270,15 @@ TEST_CASE("bad method names and options are errors that say what to do", "[metho
 
 TEST_CASE("registry: every method listed once, with its options", "[methods]") {
   const std::vector<MethodInfo>& reg = method_registry();
-  REQUIRE(reg.size() == 8);
+  const std::vector<std::string> names = {"raw-attention", "rollout", "attn-gradcam", "grad-rollout",
+                                          "transformer-attribution", "partial-lrp", "lrp", "attnlrp", "attattr",
+                                          "norm-based", "saliency", "grad-x-input", "integrated-gradients",
+                                          "smoothgrad"};
+  REQUIRE(reg.size() == names.size());
+  for (size_t i = 0; i < names.size(); ++i) CHECK(reg[i].name == names[i]);
+  CHECK(find_method("integrated-gradients")->long_running);
+  CHECK(!find_method("saliency")->long_running);
+  CHECK((find_method("smoothgrad")->options & opt_smooth) != 0);
   for (const MethodInfo& m : reg) {
     CHECK(find_method(m.name) == &m);
     CHECK(std::string(m.description).size() > 10);

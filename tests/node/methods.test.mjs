@@ -31,7 +31,11 @@ test('methods() lists the registry', async () => {
   const vl = await loadVitlens();
   const list = vl.methods();
   assert.deepEqual(list.map((m) => m.name), ['raw-attention', 'rollout', 'attn-gradcam', 'grad-rollout',
-    'transformer-attribution', 'partial-lrp', 'lrp', 'attnlrp']);
+    'transformer-attribution', 'partial-lrp', 'lrp', 'attnlrp', 'attattr', 'norm-based', 'saliency',
+    'grad-x-input', 'integrated-gradients', 'smoothgrad']);
+  const ig = list.find((m) => m.name === 'integrated-gradients');
+  assert.equal(ig.longRunning, true);
+  assert.ok(ig.options.includes('quadrature') && ig.options.includes('steps'));
   const rollout = list.find((m) => m.name === 'rollout');
   assert.ok(rollout.options.includes('headFusion'));
   assert.equal(rollout.classSpecific, false);

@@ -27,5 +27,7 @@ constexpr int64_t max_header_bytes = 16ll << 20;    // JSON headers (ours, safet
 constexpr int64_t max_tensors = 100'000;
 constexpr int64_t max_tensor_rank = 8;
 constexpr int64_t max_npy_elements = 64ll << 20;
+constexpr int max_method_steps = 4096;              // IG / attattr steps, smoothgrad samples
+constexpr int max_threads = 64;                     // MethodOptions::threads
 
 }  // namespace vitlens::limits

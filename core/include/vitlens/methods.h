@@ -12,6 +12,8 @@
 // lrp, attnlrp). Registry, dispatch and upsampling: methods.cpp.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,18 @@ namespace vitlens {
 
 enum class HeadFusion { mean, max, min };
 
+// integrated-gradients: where on each of the n sub-intervals of [0, 1] the gradient is taken
+// (left, right, middle), or the n-point Gauss–Legendre rule on [0, 1].
+enum class Quadrature { left, right, middle, gauss_legendre };
+
+// norm-based: how far through a block the additive decomposition is carried (Kobayashi et al.):
+// attention only, + residual, + LayerNorm 2, + feed-forward, the whole block (+ 2nd residual).
+enum class NormStage { atb, atb_res, atb_res_ln, atb_res_ln_ff, layer };
+
+// Progress of a long method: called with the fraction done (0…1) between units of work; return
+// false to stop, and the method throws Error(cancelled). Called on the calling thread only.
+using ProgressFn = std::function<bool(double fraction)>;
+
 struct MethodOptions {
   int target = -1;            // class to explain; −1 = the arg-max class
   int start_layer = 0;        // rollout, transformer-attribution: first block (0-based) of the product
@@ -32,6 +46,16 @@ struct MethodOptions {
   int block = -1;             // transformer-attribution: one block only (−1 = the rollout over all)
   bool use_grad = true;       // transformer-attribution: false = the paper's "without gradients"
   bool want_intermediates = false;  // fill Explanation::blocks
+  int steps = 0;              // attattr: m (default 20); integrated-gradients: n (default 32); 0 = default
+  Quadrature quadrature = Quadrature::gauss_legendre;  // integrated-gradients
+  const Image* baseline = nullptr;  // integrated-gradients: nullptr = black (0 before normalisation)
+  std::string inner = "saliency";   // smoothgrad: the wrapped method
+  int samples = 0;            // smoothgrad: noisy copies (0 = default)
+  double noise = 0.15;        // smoothgrad: σ as a fraction of the input's range
+  uint64_t seed = 0;          // smoothgrad: the noise stream
+  NormStage stage = NormStage::layer;  // norm-based: the stage whose per-block maps are rolled out
+  int threads = 1;            // independent evaluations (IG steps, attattr batches) on this many threads
+  ProgressFn progress;        // long methods report progress and can be cancelled (see ProgressFn)
 };
 
 // Bits of MethodInfo::options: which MethodOptions fields a method reads (the others are ignored).
@@ -42,6 +66,11 @@ enum MethodOption : unsigned {
   opt_discard_ratio = 1u << 3,
   opt_block = 1u << 4,
   opt_use_grad = 1u << 5,
+  opt_steps = 1u << 6,
+  opt_quadrature = 1u << 7,
+  opt_baseline = 1u << 8,
+  opt_smooth = 1u << 9,   // inner, samples, noise, seed
+  opt_stage = 1u << 10,
 };
 
 struct MethodInfo {
@@ -53,6 +82,7 @@ struct MethodInfo {
   bool reports_relevance;   // fills Explanation::conservation (an LRP method)
   bool conserves;           // Σ relevance should stay equal to the seed (Chefer's rules, down to E0)
   bool native_pixels;       // the pixel map is computed at the input, not upsampled
+  bool long_running;        // many passes (integrated gradients, smoothing): reports progress
 };
 
 // Every method, in the order the CLI and the page list them.
@@ -72,6 +102,24 @@ struct BlockIntermediates {
   Mat accumulated;  // the product of the steps from the first block used up to this one
 };
 
+// attattr (Hao et al. 2021), block l: Attr_l = A_l ⊙ (1/m)·Σ_k ∂F(α_k·A_l)/∂A_l.
+struct AttAttrBlock {
+  std::vector<Mat> attr;  // H × (n, n)
+};
+
+// norm-based (Kobayashi et al.), one block: the maps N[i, j] = ‖z_{i←j}‖₂ at each stage, and the
+// mixing ratio r_i per stage (index: NormStage).
+struct NormBlock {
+  Mat maps[5];   // (n, n) per stage
+  Vec mixing[5]; // (n) per stage
+};
+
+// Integrated gradients: Σ attr against F(x) − F(x') (Sundararajan et al. 2017, completeness).
+struct Completeness {
+  double attribution_sum = 0, f_input = 0, f_baseline = 0;
+  double gap() const { return attribution_sum - (f_input - f_baseline); }
+};
+
 struct Explanation {
   std::string method;
   int target = -1;
@@ -79,6 +127,10 @@ struct Explanation {
   Mat pixel_map;  // (H, W)
   ConservationReport conservation;  // LRP methods only (see lrp.h)
   std::vector<BlockIntermediates> blocks;  // (L) when MethodOptions::want_intermediates
+  std::vector<AttAttrBlock> attattr;       // (L) attattr only
+  std::vector<NormBlock> norm;             // (L) norm-based only
+  bool has_completeness = false;           // integrated-gradients (and smoothgrad over it)
+  Completeness completeness;
 };
 
 // What the methods share for one input, owned by the caller: the forward trace, the gradient of

@@ -1,0 +1,52 @@
+// cmd_tree.cpp — `vitlens tree MODEL IMAGE`: the attribution tree of one image (Hao et al. 2021,
+// core/include/vitlens/attattr.h) as JSON for the page to draw: nodes are patches, edges carry
+// their block and normalised score.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "common.h"
+#include "vitlens/attattr.h"
+#include "vitlens/error.h"
+#include "vitlens/io.h"
+#include "vitlens/methods.h"
+
+namespace vitlens::cli {
+
+int cmd_tree(int argc, char** argv) {
+  Args args(argc, argv, {"input", "target", "steps", "threshold", "threads", "out"}, {"help"});
+  if (args.has("help") || args.positional().empty() || args.positional().size() > 2) {
+    std::printf(
+        "usage: vitlens tree MODEL (IMAGE | --input x.npy) [--target T] [--steps M] [--threshold 0.4]\n"
+        "         [--threads N] [--out tree.json]\n\n"
+        "The attribution tree of attattr (Hao et al. 2021): per block M = Σ_h Attr, normalised by its\n"
+        "maximum over the patch query rows; entries ≤ --threshold dropped; the root is the patch with\n"
+        "the largest attribution in the last block; edges parent→child from the last-but-one block down,\n"
+        "one parent per patch. --target: the class (default: the predicted one); --steps: attattr's m\n"
+        "(20). Writes {root, threshold, grid, nodes:[{token,row,col}], edges:[{from,to,block,score}],\n"
+        "target, class} to --out or stdout.\n");
+    return args.has("help") ? 0 : 2;
+  }
+  const Model m = load_model_arg(args.positional()[0]);
+  const Image x = load_input(args, m.config, args.positional().size() > 1 ? args.positional()[1] : "");
+  const double threshold = args.get_double("threshold", 0.4);
+  if (!(threshold >= 0.0 && threshold < 1.0))
+    throw Error(ErrorCode::bad_argument, "--threshold must be in [0, 1): entries are normalised to at most 1");
+  MethodOptions opt;
+  opt.target = args.get_int("target", -1);
+  if (args.has("target") && opt.target < 0)
+    throw Error(ErrorCode::bad_argument, "--target must be a class index ≥ 0");
+  opt.steps = args.get_int("steps", 0);
+  opt.threads = args.get_int("threads", 1);
+  const Explanation e = explain(m, x, "attattr", opt);
+  nlohmann::json j = nlohmann::json::parse(attr_tree_json(attattr_tree(e.attattr, threshold), m.config));
+  j["target"] = e.target;
+  if (size_t(e.target) < m.config.class_names.size()) j["class"] = m.config.class_names[size_t(e.target)];
+  const std::string text = j.dump(1) + "\n";
+  if (args.has("out"))
+    write_file(args.get("out"), text);
+  else
+    std::fputs(text.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace vitlens::cli

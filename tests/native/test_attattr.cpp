@@ -1,0 +1,286 @@
+// test_attattr.cpp — attattr (Hao et al. 2021) against the float64 reference
+// (tests/reference/make_attattr_fixtures.py): the matrices, the image map, the head scores and the
+// attribution tree; the batched pass against the unbatched definition; convergence of the left
+// Riemann sum to the exact integral; threads, progress and cancellation; head pruning.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "helpers.h"
+#include "vitlens/attattr.h"
+#include "vitlens/error.h"
+#include "vitlens/io.h"
+#include "vitlens/methods.h"
+#include "vitlens/safetensors.h"
+
+using namespace vitlens;
+using vitlens::test::rel_max_error;
+using vitlens::test::source_path;
+
+namespace {
+
+struct Case {
+  std::string dir;
+  nlohmann::json meta;
+  Model model;
+  Image input;
+};
+
+// tests/fixtures/attattr/<shape>_<output>/ with the engine fixture's model and input.
+Case load_case(const std::string& shape, const std::string& output) {
+  Case c;
+  c.dir = source_path("tests/fixtures/attattr/" + shape + "_" + output + "/");
+  std::ifstream meta(c.dir + "meta.json");
+  REQUIRE(meta.good());
+  c.meta = nlohmann::json::parse(meta);
+  const std::string engine = source_path("tests/fixtures/engine/" + shape + "/");
+  const std::vector<uint8_t> cfg = read_file(engine + "config.json", 1 << 20);
+  const std::vector<uint8_t> bytes = read_file(engine + "model_timm.safetensors", 1 << 26);
+  c.model = import_checkpoint(bytes.data(), bytes.size(), std::string(cfg.begin(), cfg.end()), nullptr);
+  c.model.config.output = output == "sigmoid" ? OutputKind::sigmoid : OutputKind::softmax;
+  const NpyArray x = read_npy(engine + "input.npy");
+  c.input = Image(int(x.shape[0]), int(x.shape[1]), int(x.shape[2]));
+  for (size_t i = 0; i < x.data.size(); ++i) c.input.data[i] = float(x.data[i]);
+  return c;
+}
+
+const std::vector<std::pair<std::string, std::string>> kCases = {
+    {"nonsquare", "softmax"}, {"nonsquare", "sigmoid"}, {"gray", "softmax"}, {"gray", "sigmoid"}};
+
+// The blocks flattened (L, H, n, n), row-major, in double.
+std::vector<double> flatten(const std::vector<AttAttrBlock>& a) {
+  std::vector<double> v;
+  for (const AttAttrBlock& b : a)
+    for (const Mat& m : b.attr)
+      for (Eigen::Index i = 0; i < m.size(); ++i) v.push_back(double(m.data()[i]));
+  return v;
+}
+
+std::vector<double> flatten(const MatD& m) { return std::vector<double>(m.data(), m.data() + m.size()); }
+
+Trace trace_of(const Model& m, const Image& x) {
+  Trace tr;
+  vit_forward(tr, m, x);
+  return tr;
+}
+
+}  // namespace
+
+TEST_CASE("attattr matrices and image map match the float64 reference (m = 20)", "[attattr]") {
+  for (const auto& [shape, output] : kCases) {
+    INFO(shape << " " << output);
+    const Case c = load_case(shape, output);
+    MethodOptions opt;
+    opt.target = c.meta["target"].get<int>();
+    const Explanation e = explain(c.model, c.input, "attattr", opt);  // default m = 20
+    REQUIRE(e.attattr.size() == size_t(c.model.config.depth));
+    REQUIRE(e.attattr[0].attr.size() == size_t(c.model.config.heads));
+    const NpyArray ref = read_npy(c.dir + "attattr_m20.npy");
+    REQUIRE(ref.data.size() == flatten(e.attattr).size());
+    CHECK(rel_max_error(flatten(e.attattr), ref.data) <= 1e-4);
+    // per block, too (a block with small attributions must not hide behind a large one)
+    const size_t per_block = ref.data.size() / e.attattr.size();
+    for (size_t l = 0; l < e.attattr.size(); ++l) {
+      const std::vector<double> r(ref.data.begin() + ptrdiff_t(l * per_block), ref.data.begin() + ptrdiff_t((l + 1) * per_block));
+      CHECK(rel_max_error(flatten(std::vector<AttAttrBlock>{e.attattr[l]}), r) <= 1e-4);
+    }
+    const NpyArray map = read_npy(c.dir + "token_map.npy");
+    REQUIRE(size_t(e.token_map.size()) == map.data.size());
+    CHECK(rel_max_error(e.token_map.data(), map.data) <= 1e-4);
+    CHECK(e.pixel_map.rows() == c.model.config.image_h);
+    CHECK(e.pixel_map.cols() == c.model.config.image_w);
+  }
+}
+
+TEST_CASE("batched attattr equals m separate overridden passes, on any thread count", "[attattr]") {
+  for (const auto& [shape, output] : kCases) {
+    INFO(shape << " " << output);
+    const Case c = load_case(shape, output);
+    const Trace tr = trace_of(c.model, c.input);
+    const int target = c.meta["target"].get<int>();
+    const std::vector<double> naive = flatten(attattr_blocks_naive(c.model, tr, target, 7));
+    const std::vector<double> batched = flatten(attattr_blocks(c.model, tr, target, 7, 1));
+    CHECK(rel_max_error(batched, naive) <= 1e-5);
+    const std::vector<double> threaded = flatten(attattr_blocks(c.model, tr, target, 7, 3));
+    CHECK(threaded == batched);  // bit-identical: a block's result does not depend on its thread
+  }
+}
+
+TEST_CASE("attattr approaches the exact integral as m grows, as the reference does", "[attattr]") {
+  for (const auto& [shape, output] : kCases) {
+    INFO(shape << " " << output);
+    const Case c = load_case(shape, output);
+    const Trace tr = trace_of(c.model, c.input);
+    const NpyArray exact = read_npy(c.dir + "attattr_exact.npy");
+    double last = 1e30;
+    for (int m : {20, 80, 320}) {
+      INFO("m = " << m);
+      const double err = rel_max_error(flatten(attattr_blocks(c.model, tr, c.meta["target"].get<int>(), m)), exact.data);
+      const double ref_err = c.meta["left_sum_rel_error"][std::to_string(m)].get<double>();
+      // the left sum's O(1/m) error, reproduced within float rounding (≤ 1e-4 of the map)
+      CHECK(std::fabs(err - ref_err) <= 1e-4);
+      CHECK(err < last / 3.0);  // ≈ 4× smaller for 4× the steps
+      last = err;
+    }
+    CHECK(last <= 4e-3);
+  }
+}
+
+TEST_CASE("head scores over a set match the float64 reference", "[attattr]") {
+  for (const auto& [shape, output] : kCases) {
+    INFO(shape << " " << output);
+    const Case c = load_case(shape, output);
+    HeadScores s = head_scores_zero(c.model.config);
+    for (const auto& item : c.meta["head_set"]) {
+      const uint64_t seed = item["input_seed"].get<uint64_t>();
+      const Image x = seed == c.meta["input_seed"].get<uint64_t>() ? c.input : random_input(c.model.config, seed);
+      const Trace tr = trace_of(c.model, x);
+      const int target = top_k(c.model.config, tr.logits, 1)[0].cls;
+      CHECK(target == item["target"].get<int>());
+      head_scores_add(s, c.model, tr, target, attattr_blocks(c.model, tr, target, 20));
+    }
+    CHECK(s.images == int(c.meta["head_set"].size()));
+    CHECK(rel_max_error(flatten(s.attattr), read_npy(c.dir + "heads_attattr.npy").data) <= 1e-4);
+    CHECK(rel_max_error(flatten(s.attention), read_npy(c.dir + "heads_attention.npy").data) <= 1e-4);
+    CHECK(rel_max_error(flatten(s.taylor), read_npy(c.dir + "heads_taylor.npy").data) <= 1e-4);
+  }
+}
+
+TEST_CASE("the attribution tree: one parent per patch, edges above the threshold, as the reference", "[attattr]") {
+  for (const auto& [shape, output] : kCases) {
+    INFO(shape << " " << output);
+    const Case c = load_case(shape, output);
+    const Config& cfg = c.model.config;
+    const Trace tr = trace_of(c.model, c.input);
+    const std::vector<AttAttrBlock> attr = attattr_blocks(c.model, tr, c.meta["target"].get<int>(), 20);
+    for (double tau : {0.4, 0.2, 0.05}) {
+      INFO("threshold " << tau);
+      const AttrTree t = attattr_tree(attr, tau);
+      REQUIRE(t.root >= 1);
+      REQUIRE(t.nodes.size() == t.edges.size() + 1);
+      std::set<int> members = {t.root}, children;
+      int last_block = cfg.depth;
+      for (const AttrTreeEdge& e : t.edges) {
+        CHECK(e.from >= 1);
+        CHECK(e.to >= 1);
+        CHECK(members.count(e.from) == 1);           // the parent is already in the tree
+        CHECK(children.insert(e.to).second);         // one parent at most
+        CHECK(e.to != t.root);
+        CHECK(e.score > tau);
+        CHECK(e.block <= cfg.depth - 2);
+        CHECK(e.block <= last_block);                // going down the blocks
+        last_block = e.block;
+        // the score is M̂_l[i, j] = Σ_h Attr / max over the query rows i ≥ 1
+        MatD M = MatD::Zero(cfg.tokens(), cfg.tokens());
+        for (const Mat& a : attr[size_t(e.block)].attr) M += a.cast<double>();
+        CHECK(e.score == Approx(M(e.from, e.to) / M.bottomRows(cfg.tokens() - 1).maxCoeff()).epsilon(1e-12));
+        members.insert(e.to);
+      }
+      const nlohmann::json j = nlohmann::json::parse(attr_tree_json(t, cfg));
+      CHECK(j["root"].get<int>() == t.root);
+      CHECK(j["edges"].size() == t.edges.size());
+      for (const auto& node : j["nodes"]) {
+        const int tok = node["token"].get<int>();
+        CHECK(node["row"].get<int>() * cfg.grid_w() + node["col"].get<int>() == tok - 1);
+      }
+    }
+    std::ifstream f(c.dir + "tree.json");
+    const nlohmann::json ref = nlohmann::json::parse(f);
+    const AttrTree t = attattr_tree(attr, ref["threshold"].get<double>());
+    CHECK(t.root == ref["root"].get<int>());
+    if (ref["margin"].get<double>() > 1e-3) {  // no entry so close to τ that rounding decides
+      REQUIRE(t.edges.size() == ref["edges"].size());
+      for (size_t k = 0; k < t.edges.size(); ++k) {
+        CHECK(t.edges[k].from == ref["edges"][k]["from"].get<int>());
+        CHECK(t.edges[k].to == ref["edges"][k]["to"].get<int>());
+        CHECK(t.edges[k].block == ref["edges"][k]["block"].get<int>());
+        CHECK(t.edges[k].score == Approx(ref["edges"][k]["score"].get<double>()).margin(1e-4));
+      }
+    }
+  }
+}
+
+TEST_CASE("the attribution tree on hand-made matrices", "[attattr]") {
+  // 3 blocks, 1 head, n = 5 (CLS + 4 patches). The last block: the CLS row favours patch 3.
+  std::vector<AttAttrBlock> attr(3);
+  for (AttAttrBlock& b : attr) b.attr.assign(1, Mat::Zero(5, 5));
+  attr[2].attr[0](0, 3) = 1.0f;
+  attr[2].attr[0](0, 1) = 0.5f;
+  // block 1: 3 → 1 (1.0), 3 → 2 (0.3, below τ), 2 → 4 (0.9, but 2 is not in the tree); the CLS row
+  // holds the largest entry (5.0), which does not count for the normalisation
+  attr[1].attr[0](3, 1) = 2.0f;
+  attr[1].attr[0](3, 2) = 0.6f;
+  attr[1].attr[0](2, 4) = 1.8f;
+  attr[1].attr[0](0, 2) = 5.0f;
+  // block 0: 1 → 4 (0.5), 3 → 4 (1.0: wins the parent), 1 → 2 (0.41)
+  attr[0].attr[0](1, 4) = 0.5f;
+  attr[0].attr[0](3, 4) = 1.0f;
+  attr[0].attr[0](1, 2) = 0.41f;
+  const AttrTree t = attattr_tree(attr, 0.4);
+  CHECK(t.root == 3);
+  REQUIRE(t.edges.size() == 3);
+  CHECK((t.edges[0].from == 3 && t.edges[0].to == 1 && t.edges[0].block == 1));
+  CHECK(t.edges[0].score == Approx(1.0));
+  CHECK((t.edges[1].from == 3 && t.edges[1].to == 4 && t.edges[1].block == 0));
+  CHECK((t.edges[2].from == 1 && t.edges[2].to == 2 && t.edges[2].block == 0));
+  CHECK(t.edges[2].score == Approx(0.41));
+  CHECK(t.nodes == std::vector<int>{3, 1, 4, 2});
+  CHECK(attattr_tree(attr, 0.95).edges.size() == 2);  // 3 → 1 and 3 → 4 (both 1.0) remain
+}
+
+TEST_CASE("attattr reports progress per block and stops when asked", "[attattr]") {
+  const Case c = load_case("nonsquare", "softmax");
+  MethodOptions opt;
+  opt.steps = 4;
+  std::vector<double> seen;
+  opt.progress = [&](double f) {
+    seen.push_back(f);
+    return true;
+  };
+  explain(c.model, c.input, "attattr", opt);
+  REQUIRE(seen.size() == size_t(c.model.config.depth));
+  CHECK(seen.back() == Approx(1.0));
+  for (size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] > seen[i - 1]);
+  int calls = 0;
+  opt.progress = [&](double) { return ++calls < 2; };
+  try {
+    explain(c.model, c.input, "attattr", opt);
+    FAIL("attattr did not stop");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::cancelled);
+  }
+  CHECK(calls == 2);
+}
+
+TEST_CASE("head pruning: the order is ascending and the curve starts at the unmasked accuracy", "[attattr]") {
+  const Case c = load_case("nonsquare", "softmax");
+  const Config& cfg = c.model.config;
+  MatD scores(cfg.depth, cfg.heads);
+  for (int i = 0; i < scores.size(); ++i) scores.data()[i] = double((i * 7) % 5);  // ties included
+  const std::vector<int> order = pruning_order(scores);
+  REQUIRE(order.size() == size_t(scores.size()));
+  for (size_t i = 1; i < order.size(); ++i) {
+    CHECK(scores.data()[order[i - 1]] <= scores.data()[order[i]]);
+    if (scores.data()[order[i - 1]] == scores.data()[order[i]]) CHECK(order[i - 1] < order[i]);
+  }
+  std::vector<Image> images;
+  std::vector<std::vector<int>> labels;
+  for (uint64_t seed = 600; seed < 606; ++seed) {
+    images.push_back(random_input(cfg, seed));
+    const Trace tr = trace_of(c.model, images.back());
+    labels.push_back({top_k(cfg, tr.logits, 1)[0].cls});  // the unmasked prediction is correct
+  }
+  const std::vector<double> curve = pruning_curve(c.model, images, labels, order);
+  REQUIRE(curve.size() == size_t(cfg.depth * cfg.heads + 1));
+  CHECK(curve[0] == 1.0);
+  // every head masked: the prediction no longer depends on the image, so all agree
+  ForwardOptions fo;
+  fo.head_mask.assign(size_t(cfg.depth * cfg.heads), 0.0f);
+  int agree = 0;
+  Trace tr;
+  vit_forward(tr, c.model, images[0], fo);
+  const int constant = top_k(cfg, tr.logits, 1)[0].cls;
+  for (const auto& l : labels) agree += l[0] == constant ? 1 : 0;
+  CHECK(curve.back() == Approx(double(agree) / double(images.size())));
+}

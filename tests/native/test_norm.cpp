@@ -1,0 +1,210 @@
+// test_norm.cpp — the norm-based maps (Kobayashi et al.) against the independent float64 reference
+// (tests/reference/norm_ref.py, fixtures in tests/fixtures/norm/): every block's five stage maps,
+// the mixing ratios and the rollout token map of every stage; the decomposition identities (the
+// pieces of a row plus the bias term reproduce the actual activation at every stage); results
+// independent of the thread count; the memory held per block and per row (no n×n×d array);
+// cancellation; not class-specific.
+//
+// Set VITLENS_PARITY_REPORT=1 to print the worst error per shape and stage.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "helpers.h"
+#include "vitlens/error.h"
+#include "vitlens/io.h"
+#include "vitlens/methods.h"
+#include "vitlens/norm_maps.h"
+#include "vitlens/safetensors.h"
+
+using namespace vitlens;
+using vitlens::test::rel_max_error;
+using vitlens::test::source_path;
+
+namespace {
+
+struct NormCase {
+  std::string name, dir;
+  Model model;
+  Image input;
+  nlohmann::json meta;
+};
+
+NormCase load_norm_case(const std::string& name) {
+  NormCase c;
+  c.name = name;
+  c.dir = source_path("tests/fixtures/norm/" + name + "/");
+  std::ifstream meta(c.dir + "meta.json");
+  REQUIRE(meta.good());
+  c.meta = nlohmann::json::parse(meta);
+  const std::string engine = source_path("tests/fixtures/engine/" + name + "/");
+  const std::vector<uint8_t> cfg = read_file(engine + "config.json", 1 << 20);
+  const std::vector<uint8_t> bytes = read_file(engine + "model_timm.safetensors", 1 << 26);
+  c.model = import_checkpoint(bytes.data(), bytes.size(), std::string(cfg.begin(), cfg.end()), nullptr);
+  const NpyArray x = read_npy(engine + "input.npy");
+  c.input = Image(int(x.shape[0]), int(x.shape[1]), int(x.shape[2]));
+  for (size_t i = 0; i < x.data.size(); ++i) c.input.data[i] = float(x.data[i]);
+  return c;
+}
+
+const NormStage all_stages[] = {NormStage::atb, NormStage::atb_res, NormStage::atb_res_ln, NormStage::atb_res_ln_ff,
+                                NormStage::layer};
+
+// max |Σ_j pieces[j] + bias − actual| / max |actual|.
+double identity_error(const MatD& pieces, const VecD& bias, const Eigen::RowVectorXf& actual) {
+  const Eigen::RowVectorXd sum = pieces.colwise().sum() + bias.transpose();
+  const Eigen::RowVectorXd ref = actual.cast<double>();
+  return (sum - ref).cwiseAbs().maxCoeff() / ref.cwiseAbs().maxCoeff();
+}
+
+}  // namespace
+
+TEST_CASE("norm-based stage maps, mixing ratios and token maps match the float64 reference", "[norm][reference]") {
+  for (const char* shape : {"nonsquare", "gray"}) {
+    const NormCase c = load_norm_case(shape);
+    const Config& cfg = c.model.config;
+    const int n = cfg.tokens(), L = cfg.depth;
+    INFO("shape " << shape);
+    REQUIRE(c.meta["tokens"].get<int>() == n);
+    REQUIRE(c.meta["depth"].get<int>() == L);
+    ExplainState st;
+    st.set_input(c.model, c.input);
+    const NpyArray maps = read_npy(c.dir + "maps.npy");      // (L, 5, n, n)
+    const NpyArray mixing = read_npy(c.dir + "mixing.npy");  // (L, 5, n)
+    REQUIRE(maps.shape == std::vector<int64_t>{L, 5, n, n});
+    REQUIRE(mixing.shape == std::vector<int64_t>{L, 5, n});
+    for (NormStage stage : all_stages) {
+      double worst_map = 0, worst_mix = 0;
+      MethodOptions opt;
+      opt.stage = stage;
+      const Explanation e = explain(c.model, st, "norm-based", opt);
+      const int s = int(stage);
+      INFO("stage " << norm_stage_name(stage));
+      REQUIRE(e.norm.size() == size_t(L));
+      for (int b = 0; b < L; ++b) {
+        INFO("block " << b);
+        const size_t off = (size_t(b) * 5 + size_t(s)) * size_t(n) * size_t(n);
+        const std::vector<double> ref_map(maps.data.begin() + long(off), maps.data.begin() + long(off + size_t(n * n)));
+        const double em = rel_max_error(e.norm[size_t(b)].maps[s].data(), ref_map);
+        CHECK(em <= 1e-4);
+        worst_map = std::max(worst_map, em);
+        const size_t moff = (size_t(b) * 5 + size_t(s)) * size_t(n);
+        const std::vector<double> ref_mix(mixing.data.begin() + long(moff), mixing.data.begin() + long(moff + size_t(n)));
+        const double er = rel_max_error(e.norm[size_t(b)].mixing[s].data(), ref_mix);
+        CHECK(er <= 1e-4);
+        worst_mix = std::max(worst_mix, er);
+      }
+      const NpyArray tok = read_npy(c.dir + "token_" + norm_stage_name(stage) + ".npy");
+      REQUIRE(e.token_map.rows() == cfg.grid_h());
+      REQUIRE(e.token_map.cols() == cfg.grid_w());
+      const double et = rel_max_error(e.token_map.data(), tok.data);
+      CHECK(et <= 1e-4);
+      if (std::getenv("VITLENS_PARITY_REPORT"))
+        std::printf("norm-based %-9s %-13s maps %.2e  mixing %.2e  token map %.2e\n", shape, norm_stage_name(stage),
+                    worst_map, worst_mix, et);
+      CHECK(e.pixel_map.rows() == cfg.image_h);
+    }
+  }
+}
+
+TEST_CASE("norm-based pieces plus the bias term reproduce every stage's activation", "[norm]") {
+  for (const char* shape : {"nonsquare", "gray"}) {
+    const NormCase c = load_norm_case(shape);
+    const Config& cfg = c.model.config;
+    Trace tr;
+    vit_forward(tr, c.model, c.input);
+    double worst[5] = {0, 0, 0, 0, 0};
+    for (int b = 0; b < cfg.depth; ++b) {
+      const BlockTrace& bt = tr.blocks[size_t(b)];
+      const Mat& next = b + 1 < cfg.depth ? tr.blocks[size_t(b) + 1].x : tr.x_final;
+      for (int i = 0; i < cfg.tokens(); ++i) {
+        const NormRow r = norm_row_pieces(c.model, tr, b, i);
+        const Eigen::RowVectorXf actual[5] = {bt.attn_out.row(i), bt.x_mid.row(i), bt.ln2.row(i), bt.mlp_out.row(i),
+                                              next.row(i)};
+        for (int s = 0; s < 5; ++s) {
+          REQUIRE(r.pieces[s].rows() == cfg.tokens());
+          REQUIRE(r.pieces[s].cols() == cfg.dim);
+          worst[s] = std::max(worst[s], identity_error(r.pieces[s], r.bias[s], actual[s]));
+        }
+        // the maps are the norms of these pieces
+        CHECK(std::fabs(r.pieces[int(NormStage::layer)].row(0).norm() -
+                        (r.pieces[int(NormStage::atb_res)].row(0) + r.pieces[int(NormStage::atb_res_ln_ff)].row(0)).norm()) <
+              1e-9);
+      }
+    }
+    INFO("shape " << shape << ": atb " << worst[0] << ", atb-res " << worst[1] << ", atb-res-ln " << worst[2]
+                  << ", atb-res-ln-ff " << worst[3] << ", layer " << worst[4]);
+    for (double w : worst) CHECK(w <= 1e-4);
+  }
+}
+
+TEST_CASE("norm-based: thread count, class, cancellation, option errors", "[norm]") {
+  const NormCase c = load_norm_case("nonsquare");
+  ExplainState st;
+  st.set_input(c.model, c.input);
+  MethodOptions one, two;
+  two.threads = 2;
+  two.target = (top_k(c.model.config, st.trace.logits, 2)[1].cls);  // another class: same maps
+  const Explanation a = explain(c.model, st, "norm-based", one);
+  const Explanation b = explain(c.model, st, "norm-based", two);
+  for (int blk = 0; blk < c.model.config.depth; ++blk)
+    for (int s = 0; s < 5; ++s) {
+      CHECK(a.norm[size_t(blk)].maps[s] == b.norm[size_t(blk)].maps[s]);
+      CHECK(a.norm[size_t(blk)].mixing[s] == b.norm[size_t(blk)].mixing[s]);
+      CHECK(a.norm[size_t(blk)].maps[s].minCoeff() >= 0.0f);
+      CHECK(a.norm[size_t(blk)].mixing[s].minCoeff() >= 0.0f);
+      CHECK(a.norm[size_t(blk)].mixing[s].maxCoeff() <= 1.0f);
+    }
+  CHECK(a.token_map == b.token_map);
+
+  MethodOptions stop;
+  int calls = 0;
+  stop.progress = [&calls](double) { return ++calls < 2; };
+  try {
+    explain(c.model, st, "norm-based", stop);
+    FAIL("not cancelled");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::cancelled);
+  }
+  CHECK(calls == 2);
+  CHECK_THROWS_AS(norm_row_pieces(c.model, st.trace, c.model.config.depth, 0), Error);
+  CHECK_THROWS_AS(norm_row_pieces(c.model, st.trace, 0, c.model.config.tokens()), Error);
+
+  MethodOptions inter;
+  inter.want_intermediates = true;
+  const Explanation e = explain(c.model, st, "norm-based", inter);
+  REQUIRE(e.blocks.size() == size_t(c.model.config.depth));
+  const Mat& step = e.blocks.back().step;  // row-stochastic N̂_L
+  CHECK((step.rowwise().sum().array() - 1.0f).abs().maxCoeff() < 1e-5f);
+  // row 0 of the accumulated product, columns 1:, is the token map
+  for (int k = 0; k < c.model.config.num_patches(); ++k)
+    CHECK(std::fabs(e.blocks.back().accumulated(0, k + 1) - e.token_map.data()[k]) <= 1e-6f);
+}
+
+// The memory claim: per block the tables hold H·n·(d + mlp) values plus (n, mlp) twice, per row
+// five (n, d) pieces and one (n, mlp) scratch — linear in n. On the DeiT-tiny shape an n×n×d
+// array would be 197·197·192 ≈ 7.5 M values; everything held here together is far below n·n·d.
+TEST_CASE("norm-based holds no n×n×d buffer (DeiT-tiny shape)", "[norm][memory]") {
+  const Model m = random_model(deit_tiny_config(), 3);
+  const Config& c = m.config;
+  Trace tr;
+  vit_forward(tr, m, random_input(c, 4));
+  NormTables t;
+  norm_tables_build(t, m, tr, c.depth - 1);
+  NormRow r;
+  norm_row(r, t, m, tr, 5);
+  size_t held = size_t(t.x_ff.size() + t.phi.size() + t.ln_bias_core.size() + r.scratch.size());
+  for (const MatD& v : t.value_out) held += size_t(v.size());
+  for (const Mat& v : t.value_ff) held += size_t(v.size());
+  for (int s = 0; s < 5; ++s) held += size_t(r.pieces[s].size() + r.bias[s].size());
+  const size_t n = size_t(c.tokens()), d = size_t(c.dim), H = size_t(c.heads), mlp = size_t(c.mlp_dim);
+  CHECK(held <= H * n * (d + mlp) + 3 * n * mlp + 5 * n * d + 6 * d);
+  CHECK(held * 5 < n * n * d);
+  // and the row is still exact on this shape
+  const NormRow full = norm_row_pieces(m, tr, c.depth - 1, 5);
+  const Eigen::RowVectorXf out = tr.x_final.row(5);
+  CHECK(identity_error(full.pieces[int(NormStage::layer)], full.bias[int(NormStage::layer)], out) <= 1e-4);
+}
