@@ -15,7 +15,7 @@ export class VitlensError extends Error {
 export class WorkerClient {
   constructor(workerUrl = new URL('./worker.js', import.meta.url)) {
     this.workerUrl = workerUrl;
-    this.pending = new Map(); // id → { resolve, reject, type }
+    this.pending = new Map(); // id → { resolve, reject, type, onProgress }
     this.nextId = 1;
     this.start();
   }
@@ -33,6 +33,10 @@ export class WorkerClient {
   receive(msg) {
     const p = this.pending.get(msg.id);
     if (!p) return;
+    if (msg.type === 'progress') {
+      p.onProgress?.(msg.out?.fraction ?? 0);
+      return;
+    }
     this.pending.delete(msg.id);
     if (msg.type === 'result') p.resolve(msg.out);
     else p.reject(new VitlensError(msg.err?.code ?? 'internal', msg.err?.message ?? 'unknown error'));
@@ -44,11 +48,13 @@ export class WorkerClient {
     for (const p of all) p.reject(new VitlensError(code, message));
   }
 
-  // Sends a request; the promise has the request's id as `.id` (for cancel).
-  call(type, input = {}, transfer = []) {
+  // Sends a request; the promise has the request's id as `.id` (for cancel). `onProgress(fraction)`
+  // receives the worker's { type: 'progress', id, out: { fraction } } messages of long requests;
+  // `priority` lets the request pass the non-priority explains queued in the worker (see worker.js).
+  call(type, input = {}, transfer = [], { onProgress, priority = false } = {}) {
     const id = this.nextId++;
-    const promise = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject, type }));
-    this.worker.postMessage({ type, id, in: input }, transfer);
+    const promise = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject, type, onProgress }));
+    this.worker.postMessage(priority ? { type, id, in: input, priority } : { type, id, in: input }, transfer);
     promise.id = id;
     return promise;
   }

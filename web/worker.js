@@ -2,12 +2,19 @@
 //
 // Protocol (a small typed union; see client.js for the main-thread side):
 //   request  main → worker   { type, id, in }           type: init | loadModel | importModel |
-//                                                             setImage | explain | cancel
+//                                                             setImage | explain | stats | cancel |
+//                                                             teach | perturb
 //   reply    worker → main   { type: 'result', id, out }
 //                            { type: 'error',  id, err: { code, message } }
-// Requests run one at a time, in order. `cancel` (in: { id }) drops a queued request, or discards
+//                            { type: 'progress', id, out: { fraction } }   (long methods, 0…1)
+// Requests run one at a time, in order, except that a request sent with `priority: true` (the
+// page's main view) goes ahead of the non-priority explains queued at the end (the all-methods
+// grid), never ahead of anything else. `cancel` (in: { id }) drops a queued request, or discards
 // the result of the running one; both are answered with the error code 'cancelled'. A wasm call
-// cannot be interrupted: to stop a long one, the client terminates this worker and starts another.
+// cannot be interrupted by a message: to stop a long one, the client either sets the request's
+// cancel flag (explain's `cancelFlag`, a SharedArrayBuffer of one Int32, only when the page is
+// cross-origin isolated; the engine's onProgress callback reads it and returns false), or
+// terminates this worker and starts another.
 // Large arrays travel as transferred buffers. Engine errors ("code: message" JS Errors thrown
 // by the bindings) become { code, message } in one place, toErr().
 //
@@ -17,6 +24,8 @@
 let vitlens = null; // the wasm module
 let model = null; // the loaded Model (wasm memory; .delete() when replaced)
 let info = null;
+let registry = []; // methods(), to know which are long-running
+let lastInput = null; // the normalised C×H×W input of the last setImage (perturb restores it)
 const queue = [];
 let running = null; // { id, cancelled }
 let draining = false;
@@ -102,7 +111,27 @@ function buffersOf(ex) {
   const list = [ex.tokenMap.buffer, ex.pixelMap.buffer];
   for (const b of ex.intermediates?.blocks ?? [])
     for (const k of ['attn', 'grad', 'relevance', 'step', 'accumulated']) if (b[k]) list.push(b[k].buffer);
+  for (const heads of ex.attattr ?? []) for (const a of heads) list.push(a.buffer);
+  for (const b of ex.norm ?? []) for (const part of [b.maps, b.mixing]) for (const a of Object.values(part ?? {})) list.push(a.buffer);
   return list;
+}
+
+// The onProgress option of a long method: posts { type: 'progress' } at most every 1 % or 100 ms,
+// and returns false (cancel) once the client has set the request's shared cancel flag.
+function progressOption(id, cancelFlag) {
+  const shared = typeof SharedArrayBuffer === 'function' && cancelFlag instanceof SharedArrayBuffer;
+  const flag = shared ? new Int32Array(cancelFlag) : null;
+  let last = -1;
+  let lastT = 0;
+  return (fraction) => {
+    const now = performance.now();
+    if (fraction >= 1 || fraction - last >= 0.01 || now - lastT >= 100) {
+      last = fraction;
+      lastT = now;
+      reply({ type: 'progress', id, out: { fraction } });
+    }
+    return !(flag && Atomics.load(flag, 0) !== 0);
+  };
 }
 
 const handlers = {
@@ -111,6 +140,7 @@ const handlers = {
     try {
       const { default: create } = await import(wasmUrl);
       vitlens = await create();
+      registry = vitlens.methods();
     } catch (e) {
       throw fail('not_ready', `could not load the engine from ${wasmUrl} (${e.message || e}); is it built? (scripts/build.sh)`);
     }
@@ -139,17 +169,78 @@ const handlers = {
     const t0 = performance.now();
     const predictions = model.predictRGBA(rgba, width, height, info.classes);
     const ms = performance.now() - t0;
-    const view = modelView(model.preprocessRGBA(rgba, width, height));
+    lastInput = model.preprocessRGBA(rgba, width, height);
+    const view = modelView(lastInput);
     predictions.sort((a, b) => a.class - b.class);
     return { out: { predictions, width, height, view, ms }, transfer: [view.buffer] };
   },
 
-  async explain({ method, options }) {
+  async explain({ method, options, cancelFlag }) {
     needModel();
     const t0 = performance.now();
+    const long = registry.find((m) => m.name === method)?.longRunning;
+    const plain = options && typeof options === 'object' && !Array.isArray(options);
+    if (long && plain) options = { ...options, onProgress: progressOption(running?.id, cancelFlag) };
     const ex = model.explain(method, options ?? {});
     ex.ms = performance.now() - t0;
     return { out: ex, transfer: buffersOf(ex) };
+  },
+
+  // The teaching views: per block, per head, A and (when `grads`) ∂y_t/∂A of the last image.
+  async teach({ target = -1, grads = false }) {
+    needModel();
+    const attn = model.attention();
+    const g = grads ? model.attentionGrads(target) : null;
+    const transfer = [];
+    for (const blocks of [attn, g ?? []]) for (const heads of blocks) for (const a of heads) transfer.push(a.buffer);
+    return { out: { attn, grads: g }, transfer };
+  },
+
+  // The perturbation test of METHODS.md on the last image: pixels ranked by `map` (H×W at the
+  // model's size) are set to 0 in [0, 1] space (black), the top k/10 for k = 0…9, most relevant
+  // first ("positive") and least relevant first ("negative"); each copy is classified again.
+  // Returns the target's probability and logit per step and the perturbed images (RGBA).
+  // The last image's trace is restored afterwards, so explain keeps referring to it.
+  async perturb({ map, target = -1 }) {
+    needModel();
+    if (!lastInput) throw fail('not_ready', 'no image is set');
+    const { imageH: h, imageW: w, channels: c, mean, std } = info;
+    if (!map || map.length !== h * w) throw fail('bad_shape', `the map must have ${h}×${w} values at the model's input size`);
+    const n = h * w;
+    const byRelevance = Array.from({ length: n }, (_, i) => i).sort((a, b) => map[b] - map[a] || a - b);
+    const t0 = performance.now();
+    const out = { steps: [], ms: 0 };
+    const transfer = [];
+    try {
+      for (const [order, ranked] of [['positive', byRelevance], ['negative', byRelevance.slice().reverse()]]) {
+        const curve = { order, fraction: [], prob: [], logit: [], views: [] };
+        for (let k = 0; k < 10; k++) {
+          const x = lastInput.slice();
+          const removed = Math.round((k * n) / 10);
+          for (let i = 0; i < removed; i++) for (let ch = 0; ch < c; ch++) x[ch * n + ranked[i]] = -mean[ch] / std[ch];
+          const preds = model.predictTensor(x, info.classes);
+          const t = target >= 0 ? target : preds[0].class;
+          const p = preds.find((q) => q.class === t);
+          curve.fraction.push(k / 10);
+          curve.prob.push(p.prob);
+          curve.logit.push(p.logit);
+          const view = modelView(x);
+          curve.views.push(view);
+          transfer.push(view.buffer);
+        }
+        out.steps.push(curve);
+      }
+    } finally {
+      model.predictTensor(lastInput, info.classes);
+    }
+    out.ms = performance.now() - t0;
+    return { out, transfer };
+  },
+
+  // The wasm heap's size and the bytes malloc holds: { heapBytes, allocatedBytes } (leak tests).
+  async stats() {
+    if (!vitlens) throw fail('not_ready', 'the engine is not loaded yet');
+    return { out: vitlens.memoryStats() };
   },
 };
 
@@ -200,6 +291,8 @@ self.onmessage = (event) => {
     }
     return;
   }
-  queue.push(msg);
+  let at = queue.length;
+  if (msg.priority) while (at > 0 && queue[at - 1].type === 'explain' && !queue[at - 1].priority) at--;
+  queue.splice(at, 0, msg);
   drain();
 };

@@ -1,0 +1,189 @@
+// teach.js — small computations and drawings for the teaching and faithfulness views: the
+// Self-Attention Attribution head importance and attribution tree (Hao et al., AAAI 2021, as
+// ../METHODS.md "attattr" defines them), line charts as inline SVG, and the perturbation AUC.
+// Pure JS over the engine's arrays; it never calls the engine.
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+// Head importance of one image: I[l][h] = max_{i,j} Attr_{l,h}[i, j] (signed max).
+export function headImportance(attattr) {
+  return attattr.map((heads) => heads.map((a) => {
+    let m = -Infinity;
+    for (const v of a) if (v > m) m = v;
+    return m;
+  }));
+}
+
+// The attribution tree over the patches (METHODS.md "attribution tree"):
+//   M_l = Σ_h Attr_{l,h}, divided by its maximum over the rows i ≥ 1 (the CLS query row excluded),
+//   entries ≤ τ dropped;
+//   root = the patch j ≥ 1 with the largest summed attribution Σ_i Σ_h Attr_L,h[i, j] in the last
+//   block (as a key: in a ViT only the CLS row of the last block reaches the output, so its other
+//   rows are all 0 and the row sums cannot choose a root);
+//   for l = L−1 … 1, an edge i → j (i in the tree, j ≥ 1 not yet, M_l[i, j] > τ, j ≠ i), each
+//   token taking the parent with the largest M_l[i, j] among those in the tree when the block starts.
+// Returns { root, edges: [{ parent, child, block, weight }] } with tokens numbered 0…n−1 (0 = CLS).
+export function attributionTree(attattr, n, tau = 0.4) {
+  const L = attattr.length;
+  const merged = attattr.map((heads) => {
+    const m = new Float32Array(n * n);
+    for (const a of heads) for (let k = 0; k < n * n; k++) m[k] += a[k];
+    let max = -Infinity;
+    for (let k = n; k < n * n; k++) if (m[k] > max) max = m[k];
+    const scale = max > 0 ? 1 / max : 0;
+    for (let k = 0; k < n * n; k++) m[k] *= scale;
+    return m;
+  });
+  const received = new Float64Array(n);
+  for (const a of attattr[L - 1]) for (let i = 0; i < n; i++) for (let j = 1; j < n; j++) received[j] += a[i * n + j];
+  let root = 1;
+  for (let j = 2; j < n; j++) if (received[j] > received[root]) root = j;
+  const inTree = new Set([root]);
+  const edges = [];
+  for (let l = L - 2; l >= 0; l--) {
+    const m = merged[l];
+    const parents = [...inTree];
+    const chosen = new Map(); // child → { parent, weight }
+    for (const i of parents) {
+      for (let j = 1; j < n; j++) {
+        const w = m[i * n + j];
+        if (j === i || inTree.has(j) || !(w > tau)) continue;
+        const prev = chosen.get(j);
+        if (!prev || w > prev.weight) chosen.set(j, { parent: i, weight: w });
+      }
+    }
+    for (const [child, { parent, weight }] of chosen) {
+      edges.push({ parent, child, block: l, weight });
+      inTree.add(child);
+    }
+  }
+  return { root, edges };
+}
+
+// Draws the image and the tree as arrows from each child patch's centre to its parent's
+// (the direction information flows), coloured by block (light = low block).
+export function drawTree(canvas, image, tree, gridW, gridH, depth) {
+  const ctx = canvas.getContext('2d');
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  ctx.imageSmoothingEnabled = false;
+  if (image) ctx.drawImage(image, 0, 0, canvas.width, canvas.height);
+  ctx.fillStyle = 'rgba(0, 0, 0, 0.35)';
+  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  const cw = canvas.width / gridW;
+  const ch = canvas.height / gridH;
+  const centre = (t) => [((t - 1) % gridW + 0.5) * cw, (Math.floor((t - 1) / gridW) + 0.5) * ch];
+  const unit = Math.max(1, canvas.width / 300);
+  for (const e of tree.edges) {
+    const [x0, y0] = centre(e.child);
+    const [x1, y1] = centre(e.parent);
+    const shade = Math.round(120 + (135 * (e.block + 1)) / Math.max(1, depth - 1));
+    ctx.strokeStyle = ctx.fillStyle = `rgb(255, ${Math.min(255, shade)}, 60)`;
+    ctx.lineWidth = unit * (1 + 2 * Math.min(1, e.weight));
+    arrow(ctx, x0, y0, x1, y1, 7 * unit);
+  }
+  const [rx, ry] = centre(tree.root);
+  ctx.strokeStyle = '#fff';
+  ctx.lineWidth = 2 * unit;
+  ctx.beginPath();
+  ctx.arc(rx, ry, Math.min(cw, ch) * 0.35, 0, 2 * Math.PI);
+  ctx.stroke();
+}
+
+function arrow(ctx, x0, y0, x1, y1, head) {
+  const a = Math.atan2(y1 - y0, x1 - x0);
+  const len = Math.hypot(x1 - x0, y1 - y0);
+  const back = Math.min(len * 0.3, head * 0.6); // stop short of the centre so that arrows stay readable
+  const ex = x1 - back * Math.cos(a);
+  const ey = y1 - back * Math.sin(a);
+  ctx.beginPath();
+  ctx.moveTo(x0, y0);
+  ctx.lineTo(ex, ey);
+  ctx.stroke();
+  ctx.beginPath();
+  ctx.moveTo(ex, ey);
+  ctx.lineTo(ex - head * Math.cos(a - 0.45), ey - head * Math.sin(a - 0.45));
+  ctx.lineTo(ex - head * Math.cos(a + 0.45), ey - head * Math.sin(a + 0.45));
+  ctx.closePath();
+  ctx.fill();
+}
+
+// AUC of a perturbation curve as METHODS.md defines it: trapezoid over p = 0, 0.1, …, 0.9, × 100.
+export function perturbationAuc(fraction, score) {
+  let s = 0;
+  for (let k = 1; k < score.length; k++) s += ((score[k] + score[k - 1]) / 2) * (fraction[k] - fraction[k - 1]);
+  return 100 * s;
+}
+
+function el(name, attrs = {}, text) {
+  const e = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// A line chart in an <svg>: series [{ name, x: number[], y: number[], colour, dash? }], axes with
+// a few ticks, a legend, and one <circle> per point carrying data-series, data-x and data-y.
+// xLabels (optional) replaces the numeric x ticks by names at the given x positions.
+export function lineChart(svg, series, { width = 440, height = 240, xLabel = '', yLabel = '', yMin, yMax, xTicks, xLabels, refLine } = {}) {
+  svg.replaceChildren();
+  svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  svg.setAttribute('width', width);
+  svg.setAttribute('height', height);
+  const pad = { l: 52, r: 12, t: 24, b: xLabels ? 84 : 38 };
+  const xs = series.flatMap((s) => s.x);
+  const ys = series.flatMap((s) => s.y).concat(refLine !== undefined ? [refLine] : []);
+  const x0 = Math.min(...xs);
+  const x1 = Math.max(...xs);
+  let y0 = yMin ?? Math.min(...ys);
+  let y1 = yMax ?? Math.max(...ys);
+  if (!(y1 > y0)) {
+    y0 -= 0.5;
+    y1 += 0.5;
+  }
+  const px = (x) => pad.l + ((x - x0) / (x1 - x0 || 1)) * (width - pad.l - pad.r);
+  const py = (y) => height - pad.b - ((y - y0) / (y1 - y0)) * (height - pad.t - pad.b);
+  const axis = el('g', { class: 'axis' });
+  axis.append(el('line', { x1: pad.l, y1: height - pad.b, x2: width - pad.r, y2: height - pad.b }));
+  axis.append(el('line', { x1: pad.l, y1: pad.t, x2: pad.l, y2: height - pad.b }));
+  for (let k = 0; k <= 4; k++) {
+    const y = y0 + ((y1 - y0) * k) / 4;
+    axis.append(el('line', { x1: pad.l - 4, y1: py(y), x2: pad.l, y2: py(y) }));
+    axis.append(el('text', { x: pad.l - 6, y: py(y) + 4, 'text-anchor': 'end' }, fmt(y)));
+  }
+  if (xLabels) {
+    xLabels.forEach((label, i) => {
+      if (!label) return;
+      axis.append(el('line', { x1: px(i), y1: height - pad.b, x2: px(i), y2: height - pad.b + 4 }));
+      const t = el('text', { x: px(i), y: height - pad.b + 10, 'text-anchor': 'end', transform: `rotate(-50 ${px(i)} ${height - pad.b + 10})` }, label);
+      axis.append(t);
+    });
+  } else {
+    for (const x of xTicks ?? [x0, x1]) {
+      axis.append(el('line', { x1: px(x), y1: height - pad.b, x2: px(x), y2: height - pad.b + 4 }));
+      axis.append(el('text', { x: px(x), y: height - pad.b + 16, 'text-anchor': 'middle' }, fmt(x)));
+    }
+  }
+  axis.append(el('text', { x: (pad.l + width - pad.r) / 2, y: height - 4, 'text-anchor': 'middle' }, xLabel));
+  axis.append(el('text', { x: 12, y: pad.t - 10, 'text-anchor': 'start' }, yLabel));
+  svg.append(axis);
+  if (refLine !== undefined) svg.append(el('line', { class: 'ref', x1: pad.l, y1: py(refLine), x2: width - pad.r, y2: py(refLine) }));
+  series.forEach((s, si) => {
+    const g = el('g', { class: 'series', 'data-series': s.name });
+    g.append(el('polyline', {
+      points: s.x.map((x, i) => `${px(x)},${py(s.y[i])}`).join(' '),
+      fill: 'none', stroke: s.colour, 'stroke-width': 2, 'stroke-dasharray': s.dash ?? '',
+    }));
+    s.x.forEach((x, i) => g.append(el('circle', { cx: px(x), cy: py(s.y[i]), r: 3, fill: s.colour, 'data-series': s.name, 'data-x': x, 'data-y': s.y[i] })));
+    const ly = pad.t - 10;
+    const lx = width - pad.r - 150 * (series.length - si);
+    g.append(el('line', { x1: lx, y1: ly - 4, x2: lx + 18, y2: ly - 4, stroke: s.colour, 'stroke-width': 2, 'stroke-dasharray': s.dash ?? '' }));
+    g.append(el('text', { x: lx + 22, y: ly, class: 'legend' }, s.name));
+    svg.append(g);
+  });
+}
+
+function fmt(v) {
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-2 || a >= 1e4)) return v.toExponential(1);
+  return String(Number(v.toPrecision(3)));
+}
