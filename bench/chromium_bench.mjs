@@ -1,11 +1,14 @@
-// chromium_bench.mjs — forward-pass latency (predictTensor on the deit-tiny benchmark model) of
-// one or more wasm builds in Debian's chromium, single-threaded, one page per build. The builds
-// take turns in short batches, so that the load of a shared machine falls on each alike; ratios
-// are against the first build.
+// chromium_bench.mjs — latency of one or more wasm builds in Debian's chromium, single-threaded,
+// one page per build: the forward pass (predictTensor) and, with --methods, every attribution
+// method as a user waits for it after a new image (predictTensor, then one explain() call: the
+// backward and relevance passes included), as bench/node_bench.mjs does in node. The builds take
+// turns in short batches, so that the load of a shared machine falls on each alike; ratios are
+// against the first build.
 //
-//   node bench/chromium_bench.mjs [--iters 30] [--rounds 6] WASM_DIR [WASM_DIR …]
-// Needs the native CLI (VITLENS_NATIVE_BUILD, default build/) to write the model, and
-// playwright-core from tests/browser (npm ci there).
+//   node bench/chromium_bench.mjs [--iters 30] [--rounds 6] [--model deit-tiny|FILE.vitl]
+//                                 [--methods[=a,b,...]] WASM_DIR [WASM_DIR …]
+// The default model is the DeiT-tiny shape with random weights, written by the native CLI
+// (VITLENS_NATIVE_BUILD, default build/). Needs playwright-core from tests/browser (npm ci there).
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -14,14 +17,21 @@ import { startServer } from '../web/serve.mjs';
 import { nativeCli, repo, tmpDir } from '../tests/node/support.mjs';
 
 const args = process.argv.slice(2);
-const opt = (name, def) => (args.includes(name) ? Number(args[args.indexOf(name) + 1]) : def);
-const iters = opt('--iters', 30);
-const rounds = opt('--rounds', 6);
-const dirs = args.filter((a, i) => !a.startsWith('--') && !['--iters', '--rounds'].includes(args[i - 1]));
-if (dirs.length === 0) throw new Error('usage: node bench/chromium_bench.mjs [--iters N] [--rounds R] WASM_DIR [WASM_DIR …]');
+const valued = ['--iters', '--rounds', '--model'];
+const opt = (name, def) => (args.includes(name) ? args[args.indexOf(name) + 1] : def);
+const iters = Number(opt('--iters', 30));
+const rounds = Number(opt('--rounds', 6));
+const modelArg = opt('--model', 'deit-tiny');
+const methodsArg = args.find((a) => a === '--methods' || a.startsWith('--methods='));
+const dirs = args.filter((a, i) => !a.startsWith('--') && !valued.includes(args[i - 1]));
+if (dirs.length === 0) {
+  throw new Error('usage: node bench/chromium_bench.mjs [--iters N] [--rounds R] [--model deit-tiny|FILE.vitl] ' +
+    '[--methods[=a,b]] WASM_DIR [WASM_DIR …]');
+}
 
 const models = tmpDir();
-nativeCli('convert', 'deit-tiny', '-o', path.join(models, 'deit-tiny.vitl'));
+if (modelArg === 'deit-tiny') nativeCli('convert', 'deit-tiny', '-o', path.join(models, 'model.vitl'));
+else fs.copyFileSync(modelArg, path.join(models, 'model.vitl'));
 
 const require = createRequire(path.join(repo, 'tests/browser/package.json'));
 const { chromium } = require('playwright-core');
@@ -39,42 +49,56 @@ try {
     const page = await browser.newPage();
     // Any same-origin document will do (this one is a 404): the module is imported into it.
     await page.goto(`${server.url}models/none`);
-    await page.evaluate(async () => {
+    const methods = await page.evaluate(async (wanted) => {
       const { default: create } = await import('/wasm/vitlens.js');
       const vl = await create();
-      const bytes = new Uint8Array(await (await fetch('/models/deit-tiny.vitl')).arrayBuffer());
+      const bytes = new Uint8Array(await (await fetch('/models/model.vitl')).arrayBuffer());
       const model = vl.Model.fromBytes(bytes);
       const info = model.info();
       const x = new Float32Array(info.channels * info.imageH * info.imageW);
       for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.37);
-      // Warm up until V8 has tiered every hot function up from its baseline compiler.
-      for (let i = 0, t0 = performance.now(); i < 10 || performance.now() - t0 < 2000; i++) model.predictTensor(x, 1);
-      globalThis.bench = (n) => {
-        const t = [];
-        for (let i = 0; i < n; i++) {
-          const t0 = performance.now();
-          model.predictTensor(x, 1);
-          t.push(performance.now() - t0);
-        }
-        return t;
+      const names = wanted ?? vl.methods().map((m) => m.name);
+      // One timed run: the forward pass alone (method null), or the forward pass then the method.
+      const run = (method) => {
+        const t0 = performance.now();
+        model.predictTensor(x, 1);
+        if (method) model.explain(method, {});
+        return performance.now() - t0;
       };
-    });
-    builds.push({ dir, server, page, times: [] });
+      // Warm up until V8 has tiered every hot function up from its baseline compiler.
+      for (let i = 0, t0 = performance.now(); i < 10 || performance.now() - t0 < 2000; i++) run(null);
+      for (const m of names)
+        for (let i = 0, t0 = performance.now(); i < 3 || performance.now() - t0 < 1000; i++) run(m);
+      globalThis.bench = (n, method) => Array.from({ length: n }, () => run(method));
+      return names;
+    }, methodsArg?.includes('=') ? methodsArg.split('=')[1].split(',') : methodsArg ? null : []);
+    builds.push({ dir, server, page, methods, times: { forward: [] } });
   }
+  const methods = builds[0].methods;
   const batch = Math.max(1, Math.ceil(iters / rounds));
   for (let r = 0; r < rounds; r++)
-    for (const b of builds) b.times.push(...(await b.page.evaluate((n) => globalThis.bench(n), batch)));
+    for (const m of [null, ...methods])
+      for (const b of builds) {
+        const key = m ?? 'forward';
+        b.times[key] ??= [];
+        b.times[key].push(...(await b.page.evaluate(([n, method]) => globalThis.bench(n, method), [batch, m])));
+      }
 
   const base = builds[0];
+  const stats = (b, key) => ({
+    median_ms: +median(b.times[key]).toFixed(2),
+    min_ms: +Math.min(...b.times[key]).toFixed(2),
+    median_ratio_to_first: +(median(base.times[key]) / median(b.times[key])).toFixed(2),
+  });
   const out = {
     chromium: browser.version(),
-    iters: base.times.length,
+    model: modelArg,
+    iters: base.times.forward.length,
+    note: methods.length ? 'methods: forward pass + one explain() call, as after a new image' : undefined,
     builds: builds.map((b) => ({
       dir: b.dir,
-      median_ms: +median(b.times).toFixed(2),
-      min_ms: +Math.min(...b.times).toFixed(2),
-      median_ratio_to_first: +(median(base.times) / median(b.times)).toFixed(2),
-      min_ratio_to_first: +(Math.min(...base.times) / Math.min(...b.times)).toFixed(2),
+      forward: stats(b, 'forward'),
+      ...(methods.length ? { methods: Object.fromEntries(methods.map((m) => [m, stats(b, m)])) } : {}),
     })),
   };
   console.log(JSON.stringify(out, null, 2));

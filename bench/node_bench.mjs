@@ -3,6 +3,7 @@
 //
 // usage: node --no-experimental-fetch bench/node_bench.mjs [MODEL.vitl | deit-tiny] [--iters N] [--methods]
 // deit-tiny is generated natively first (vitlens import is not needed: the native CLI writes it).
+// VITLENS_WASM_DIR and VITLENS_NATIVE_BUILD choose the builds (tests/node/support.mjs).
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -30,7 +31,9 @@ const x = new Float32Array(info.channels * info.imageH * info.imageW);
 for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.37);
 
 function median(f) {
-  for (let i = 0; i < 3; i++) f();
+  // Warm up until V8 has tiered the hot functions up from its baseline compiler (a wasm function
+  // running in Liftoff code stays there until it returns: a GEMM can run 2–3× slower).
+  for (let i = 0, t0 = performance.now(); i < 3 || performance.now() - t0 < 1000; i++) f();
   const t = [];
   for (let i = 0; i < iters; i++) {
     const t0 = performance.now();

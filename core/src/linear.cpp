@@ -30,52 +30,67 @@ void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, con
   if (db) *db += dy.colwise().sum().transpose();
 }
 
-double safe_divide(double a, double b) {
-  if (b == 0.0) return 0.0;
-  const double den = b + 1e-9;
-  return a / (den == 0.0 ? 1e-9 : den);
-}
-
-double stabilise(double z) { return z >= 0.0 ? z + 1e-6 : z - 1e-6; }
-
 void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, LrpScratch& s) {
-  s.wd = W.cast<double>();  // (out, in)
-  y.resize(x.rows(), W.rows());
-  y.noalias() = x * s.wd.transpose();
+  const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
+  assert(x.cols() == in && b.size() == out);
+  s.wd = W.cast<double>();  // (out, in), exact
+  y.resize(n, out);
+  gemm_nt(y.data(), x.data(), s.wd.data(), n, out, in, in, in, out, 1.0, 0.0);  // x·Wᵀ
   y.rowwise() += b.cast<double>().transpose();
 }
 
 void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W,
                       const Vec& b, LinearRule rule, LrpScratch& s) {
-  const Eigen::Index n = x.rows(), in = W.cols(), out = W.rows();
+  const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
+  assert(r.rows() == n && r.cols() == out && y.rows() == n && y.cols() == out && x.cols() == in);
+  const int m = relevance_rows(r);  // rows ≥ m have R = 0, hence R_in = 0
+  r_in.resize(n, in);
+  r_in.bottomRows(n - m).setZero();
+  if (m == 0) return;
   if (rule == LinearRule::epsilon) {
     // R_in = x ⊙ ((R / stab(z))·W), z = x·Wᵀ + b  (Bach et al. 2015; AttnLRP)
-    s.s = r.binaryExpr(y, [](double rv, double zv) { return rv / stabilise(zv); });
-    s.a = s.s.cast<float>();
-    s.p.resize(n, in);
-    gemm_nn(s.p.data(), s.a.data(), W.data(), int(n), int(in), int(out), int(out), int(in), int(in), 1.0f, 0.0f);
-    r_in = x.cwiseProduct(s.p.cast<double>());
+    s.a.resize(m, out);  // S
+    for (int i = 0; i < m; ++i) {
+      const double *ri = r.row(i).data(), *yi = y.row(i).data();
+      float* si = s.a.row(i).data();
+      for (int o = 0; o < out; ++o) si[o] = float(ri[o] / stabilise(yi[o]));
+    }
+    s.p.resize(m, in);  // S·W
+    gemm_nn(s.p.data(), s.a.data(), W.data(), m, in, out, out, in, in, 1.0f, 0.0f);
+    for (int i = 0; i < m; ++i) {
+      const double* xi = x.row(i).data();
+      const float* pi = s.p.row(i).data();
+      double* ri = r_in.row(i).data();
+      for (int j = 0; j < in; ++j) ri[j] = xi[j] * double(pi[j]);
+    }
     return;
   }
   // LRP-α1β0 with one shared denominator (Bach et al. 2015; Chefer et al. 2021):
   //   Z = x⁺·W⁺ᵀ + x⁻·W⁻ᵀ, S = R/Z, R_in = x⁺⊙(S·W⁺) + x⁻⊙(S·W⁻).
   // With p⁺q⁺ + p⁻q⁻ = ½(pq + |p||q|): Z = ½(x·Wᵀ + |x|·|W|ᵀ), where x·Wᵀ = y − b, and
-  // R_in = ½(x⊙(S·W) + |x|⊙(S·|W|)) — three products instead of four.
+  // R_in = ½(x⊙(S·W) + |x|⊙(S·|W|)) — three products instead of four. Z is a sum of
+  // non-negative terms (no cancellation), so |x|·|W|ᵀ runs in float like the products with S.
   s.w.resize(out, 2 * in);  // [W | |W|]
   s.w.leftCols(in) = W;
   s.w.rightCols(in) = W.cwiseAbs();
-  s.a = x.cwiseAbs().cast<float>();
-  s.p.resize(n, out);  // |x|·|W|ᵀ
-  gemm_nt(s.p.data(), s.a.data(), s.w.data() + in, int(n), int(out), int(in), int(in), int(2 * in), int(out),
-          1.0f, 0.0f);
-  s.z = 0.5 * (y.rowwise() - b.cast<double>().transpose() + s.p.cast<double>());
-  s.s = r.binaryExpr(s.z, [](double rv, double zv) { return safe_divide(rv, zv); });
-  s.a = s.s.cast<float>();
-  s.p.resize(n, 2 * in);  // S·[W | |W|]
-  gemm_nn(s.p.data(), s.a.data(), s.w.data(), int(n), int(2 * in), int(out), int(out), int(2 * in), int(2 * in),
-          1.0f, 0.0f);
-  r_in = 0.5 * (x.cwiseProduct(s.p.leftCols(in).cast<double>()) +
-                x.cwiseAbs().cwiseProduct(s.p.rightCols(in).cast<double>()));
+  s.a = x.topRows(m).cwiseAbs().cast<float>();  // (m, in) |x|
+  s.p.resize(m, out);                           // |x|·|W|ᵀ
+  gemm_nt(s.p.data(), s.a.data(), s.w.data() + in, m, out, in, in, 2 * in, out, 1.0f, 0.0f);
+  s.a.resize(m, out);  // S = R / Z, rounded to float for the products
+  for (int i = 0; i < m; ++i) {
+    const double *ri = r.row(i).data(), *yi = y.row(i).data();
+    const float* pi = s.p.row(i).data();
+    float* si = s.a.row(i).data();
+    for (int o = 0; o < out; ++o) si[o] = float(safe_divide(ri[o], 0.5 * ((yi[o] - double(b[o])) + double(pi[o]))));
+  }
+  s.p.resize(m, 2 * in);  // S·[W | |W|]
+  gemm_nn(s.p.data(), s.a.data(), s.w.data(), m, 2 * in, out, out, 2 * in, 2 * in, 1.0f, 0.0f);
+  for (int i = 0; i < m; ++i) {
+    const double* xi = x.row(i).data();
+    const float* pi = s.p.row(i).data();  // (2·in) [S·W | S·|W|]
+    double* ri = r_in.row(i).data();
+    for (int j = 0; j < in; ++j) ri[j] = 0.5 * (xi[j] * double(pi[j]) + std::fabs(xi[j]) * double(pi[in + j]));
+  }
 }
 
 }  // namespace vitlens

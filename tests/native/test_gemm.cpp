@@ -1,10 +1,12 @@
-// test_gemm.cpp — gemm_nn / gemm_nt / gemm_tn against a double-precision loop: edge sizes, leading
-// dimensions wider than the rows, alpha and beta, beta = 0 never reading C; plus a hidden
-// throughput report for the ViT's shapes ("[gemm-bench]", run by name).
+// test_gemm.cpp — gemm_nn / gemm_nt / gemm_tn in float and double against a loop in double-double
+// arithmetic: edge sizes, leading dimensions wider than the rows, alpha and beta, beta = 0 never
+// reading C; plus a hidden throughput report for the ViT's shapes ("[gemm-bench]", run by name).
 //
-// Tolerance: the standard bound for a float32 sum of K products in any order,
-//   |Ĉ − C| ≤ γ_{K+3} · (|alpha|·Σ_k |a_ik·b_kj| + |beta·c_ij|),  γ_n = n·u/(1 − n·u), u = 2⁻²⁴
-// (K − 1 additions and one rounding per product, and the alpha, beta and final additions).
+// Tolerance: the standard bound for a sum of K products in any order in precision u,
+//   |Ĉ − C| ≤ γ_{K+3} · (|alpha|·Σ_k |a_ik·b_kj| + |beta·c_ij|),  γ_n = n·u/(1 − n·u),
+// u = 2⁻²⁴ (float) or 2⁻⁵³ (double): K − 1 additions and one rounding per product, and the
+// alpha, beta and final additions. The reference is exact to ~2⁻¹⁰⁴ of Σ|a·b| (Ogita, Rump &
+// Oishi's Dot2: error-free products and sums), so for double it is not itself within the bound.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -33,11 +35,60 @@ struct Case {
   float alpha, beta;
 };
 
+// A double-double number hi + lo, |lo| ≤ ulp(hi)/2, with the error-free transformations of
+// Knuth (TwoSum) and Dekker (TwoProduct by splitting, which needs no FMA).
+struct Exact {
+  double hi = 0.0, lo = 0.0;
+};
+
+Exact two_sum(double a, double b) {
+  const double s = a + b, bb = s - a;
+  return {s, (a - (s - bb)) + (b - bb)};
+}
+
+Exact two_product(double a, double b) {
+  auto split = [](double x, double& h, double& l) {
+    const double c = 134217729.0 * x;  // 2²⁷ + 1
+    h = c - (c - x);
+    l = x - h;
+  };
+  double ah, al, bh, bl;
+  split(a, ah, al);
+  split(b, bh, bl);
+  const double p = a * b;
+  return {p, ((ah * bh - p) + ah * bl + al * bh) + al * bl};
+}
+
+Exact operator+(Exact x, double y) {
+  const Exact s = two_sum(x.hi, y);
+  return two_sum(s.hi, s.lo + x.lo);
+}
+
+Exact operator+(Exact x, Exact y) {
+  const Exact s = two_sum(x.hi, y.hi);
+  return two_sum(s.hi, s.lo + x.lo + y.lo);
+}
+
+// x·y for a power-of-two y (the alphas and betas of the cases): exact.
+Exact times_pow2(Exact x, double y) { return {x.hi * y, x.lo * y}; }
+
+// Deterministic values in [-a, a] with a full mantissa of T (fill_random gives 24 bits; double
+// gets 29 more from a second stream).
+template <typename T>
+void fill(std::vector<T>& v, uint64_t seed, float a) {
+  std::vector<float> hi(v.size()), lo(v.size());
+  fill_random(hi.data(), hi.size(), seed, a);
+  fill_random(lo.data(), lo.size(), seed ^ 0xABCDEF, a);
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = sizeof(T) == sizeof(float) ? T(hi[i]) : T(double(hi[i]) + std::ldexp(double(lo[i]), -24));
+}
+
 // A case's operands in memory: A (M, K) or, for tn, (K, M); B (K, N) or, for nt, (N, K); C (M, N);
 // each row followed by its pad, each buffer by one guard element.
+template <typename T>
 struct Operands {
   int a_rows, a_cols, b_rows, b_cols, lda, ldb, ldc;
-  std::vector<float> A, B, C;
+  std::vector<T> A, B, C;
 
   Operands(const Case& t, uint64_t seed) {
     const bool ta = t.layout == Layout::tn, tb = t.layout == Layout::nt;
@@ -51,9 +102,9 @@ struct Operands {
     A.resize(size_t(a_rows) * size_t(lda) + 1);
     B.resize(size_t(b_rows) * size_t(ldb) + 1);
     C.resize(size_t(t.M) * size_t(ldc) + 1);
-    fill_random(A.data(), A.size(), seed, 1.5f);
-    fill_random(B.data(), B.size(), seed + 1, 0.75f);
-    fill_random(C.data(), C.size(), seed + 2, 2.0f);
+    fill(A, seed, 1.5f);
+    fill(B, seed + 1, 0.75f);
+    fill(C, seed + 2, 2.0f);
   }
   // Element (i, k) of op(A) and (k, j) of op(B).
   double a(const Case& t, int i, int k) const {
@@ -64,42 +115,47 @@ struct Operands {
   }
 };
 
-void call_gemm(const Case& t, Operands& m) {
-  float* C = m.C.data();
-  const float *A = m.A.data(), *B = m.B.data();
+template <typename T>
+void call_gemm(const Case& t, Operands<T>& m) {
+  T* C = m.C.data();
+  const T *A = m.A.data(), *B = m.B.data();
+  const T alpha = T(t.alpha), beta = T(t.beta);
   switch (t.layout) {
-    case Layout::nn: vitlens::gemm_nn(C, A, B, t.M, t.N, t.K, m.lda, m.ldb, m.ldc, t.alpha, t.beta); break;
-    case Layout::nt: vitlens::gemm_nt(C, A, B, t.M, t.N, t.K, m.lda, m.ldb, m.ldc, t.alpha, t.beta); break;
-    case Layout::tn: vitlens::gemm_tn(C, A, B, t.M, t.N, t.K, m.lda, m.ldb, m.ldc, t.alpha, t.beta); break;
+    case Layout::nn: vitlens::gemm_nn(C, A, B, t.M, t.N, t.K, m.lda, m.ldb, m.ldc, alpha, beta); break;
+    case Layout::nt: vitlens::gemm_nt(C, A, B, t.M, t.N, t.K, m.lda, m.ldb, m.ldc, alpha, beta); break;
+    case Layout::tn: vitlens::gemm_tn(C, A, B, t.M, t.N, t.K, m.lda, m.ldb, m.ldc, alpha, beta); break;
   }
 }
 
 // Runs one product and returns the worst ratio |error| / bound over C (≤ 1 passes).
+template <typename T>
 double run_case(const Case& t, uint64_t seed) {
-  Operands m(t, seed);
+  Operands<T> m(t, seed);
   const size_t ldc = size_t(m.ldc);
   if (t.beta == 0.0f) {  // beta = 0 must not read C: NaN in C would show up in the result
     for (int i = 0; i < t.M; ++i)
-      for (int j = 0; j < t.N; ++j) m.C[size_t(i) * ldc + j] = std::numeric_limits<float>::quiet_NaN();
+      for (int j = 0; j < t.N; ++j) m.C[size_t(i) * ldc + j] = std::numeric_limits<T>::quiet_NaN();
   }
-  const std::vector<float> C0 = m.C;
+  const std::vector<T> C0 = m.C;
   call_gemm(t, m);
 
-  const double u = std::ldexp(1.0, -24), n = double(t.K) + 3.0, gamma = n * u / (1.0 - n * u);
+  const double u = std::ldexp(1.0, -std::numeric_limits<T>::digits), n = double(t.K) + 3.0;
+  const double gamma = n * u / (1.0 - n * u);
   const double inf = std::numeric_limits<double>::infinity();
   double worst = 0.0;
   for (int i = 0; i < t.M; ++i)
     for (int j = 0; j < t.N; ++j) {
-      double sum = 0.0, abs_sum = 0.0;
+      Exact sum;
+      double abs_sum = 0.0;
       for (int k = 0; k < t.K; ++k) {
-        sum += m.a(t, i, k) * m.b(t, k, j);
+        sum = sum + two_product(m.a(t, i, k), m.b(t, k, j));
         abs_sum += std::fabs(m.a(t, i, k) * m.b(t, k, j));
       }
       const double c0 = t.beta == 0.0f ? 0.0 : double(C0[size_t(i) * ldc + j]);
-      const double ref = double(t.alpha) * sum + double(t.beta) * c0;
+      const Exact ref = times_pow2(sum, t.alpha) + times_pow2({c0, 0.0}, t.beta);
       const double bound = gamma * (std::fabs(double(t.alpha)) * abs_sum + std::fabs(double(t.beta) * c0));
-      const double err = std::fabs(double(m.C[size_t(i) * ldc + j]) - ref);
-      worst = std::max(worst, std::isfinite(err) ? err / (bound + 1e-30) : inf);
+      const double err = std::fabs((double(m.C[size_t(i) * ldc + j]) - ref.hi) - ref.lo);
+      worst = std::max(worst, std::isfinite(err) ? err / (bound + 1e-300) : inf);
     }
   // Padding between the rows of C, and the guard element after C, are left as they were.
   for (size_t e = 0; e < m.C.size(); ++e) {
@@ -118,7 +174,17 @@ std::string describe(const Case& t) {
 
 }  // namespace
 
-TEST_CASE("gemm: every small shape, every layout, against a double loop", "[gemm]") {
+TEST_CASE("gemm: the double-double reference is exact where double rounds", "[gemm]") {
+  // (1 + 2⁻³⁰)² = 1 + 2⁻²⁹ + 2⁻⁶⁰ and 1e16 + 1 − 1e16: double alone loses the small terms.
+  const double x = 1.0 + std::ldexp(1.0, -30);
+  const Exact p = two_product(x, x);
+  CHECK(p.hi == 1.0 + std::ldexp(1.0, -29));
+  CHECK(p.lo == std::ldexp(1.0, -60));
+  const Exact s = Exact{1e16, 0.0} + 1.0 + -1e16;
+  CHECK(s.hi + s.lo == 1.0);
+}
+
+TEMPLATE_TEST_CASE("gemm: every small shape, every layout, against an exact loop", "[gemm]", float, double) {
   const int sizes[] = {1, 2, 3, 4, 5, 7, 8, 9, 13};
   uint64_t seed = 100;
   for (Layout l : {Layout::nn, Layout::nt, Layout::tn})
@@ -127,11 +193,11 @@ TEST_CASE("gemm: every small shape, every layout, against a double loop", "[gemm
         for (int K : sizes) {
           const Case t{l, M, N, K, int(seed % 3), int(seed % 5), int(seed % 2), 1.0f, 0.0f};
           INFO(describe(t));
-          REQUIRE(run_case(t, seed++) <= 1.0);
+          REQUIRE(run_case<TestType>(t, seed++) <= 1.0);
         }
 }
 
-TEST_CASE("gemm: edge and ViT sizes, strides, alpha and beta", "[gemm]") {
+TEMPLATE_TEST_CASE("gemm: edge and ViT sizes, strides, alpha and beta", "[gemm]", float, double) {
   const int sizes[] = {1, 3, 7, 13, 64, 197, 769};
   const float alphas[] = {1.0f, 0.125f, -2.0f};
   const float betas[] = {0.0f, 1.0f, -0.5f};
@@ -147,15 +213,15 @@ TEST_CASE("gemm: edge and ViT sizes, strides, alpha and beta", "[gemm]") {
     auto pad = [&] { return next(2) * (1 + next(9)); };  // 0, or 1…9
     const Case t{Layout(next(3)), sizes[next(7)], sizes[next(7)], sizes[next(7)], pad(), pad(), pad(),
                  alphas[next(3)], betas[next(3)]};
-    if (double(t.M) * t.N * t.K > 1.2e7) continue;  // keeps the double loop quick under node
+    if (double(t.M) * t.N * t.K > 1.2e7) continue;  // keeps the reference loop quick under node
     INFO(describe(t));
-    REQUIRE(run_case(t, uint64_t(trial) + 7) <= 1.0);
+    REQUIRE(run_case<TestType>(t, uint64_t(trial) + 7) <= 1.0);
     ++done;
   }
   CHECK(done == 90);
 }
 
-TEST_CASE("gemm: the ViT's products and blocking boundaries", "[gemm]") {
+TEMPLATE_TEST_CASE("gemm: the ViT's products and blocking boundaries", "[gemm]", float, double) {
   const Case cases[] = {
       {Layout::nt, 197, 576, 192, 0, 0, 0, 1.0f, 0.0f},     // qkv = ln1·Wᵀ
       {Layout::nt, 197, 197, 64, 512, 512, 0, 0.125f, 0.0f},  // S = q·kᵀ/√d_h inside qkv
@@ -165,31 +231,35 @@ TEST_CASE("gemm: the ViT's products and blocking boundaries", "[gemm]") {
       {Layout::tn, 197, 64, 197, 0, 512, 128, 1.0f, 0.0f},  // dv_h = Aᵀ·dctx_h
       {Layout::nt, 3, 2100, 5, 1, 0, 3, 1.0f, -0.5f},       // more columns than one packed block
       {Layout::nt, 600, 9, 600, 2, 2, 2, 1.0f, 1.0f},       // several row blocks and sum slices
+      {Layout::tn, 300, 1030, 9, 0, 1, 0, -2.0f, 1.0f},     // double: 3 row and 2 column blocks
   };
   uint64_t seed = 900;
   for (const Case& t : cases) {
     INFO(describe(t));
-    REQUIRE(run_case(t, seed++) <= 1.0);
+    REQUIRE(run_case<TestType>(t, seed++) <= 1.0);
   }
 }
 
-TEST_CASE("gemm: an empty sum scales C, empty C is untouched", "[gemm]") {
-  std::vector<float> C = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f};  // (2, 3)
-  const float dummy = 7.0f;
-  vitlens::gemm_nt(C.data(), &dummy, &dummy, 2, 3, 0, 1, 1, 3, 1.0f, 0.5f);
-  CHECK(C == std::vector<float>{0.5f, 1.0f, 1.5f, 2.0f, 2.5f, 3.0f});
-  vitlens::gemm_nn(C.data(), &dummy, &dummy, 2, 3, 0, 1, 3, 3, 1.0f, 0.0f);
-  CHECK(C == std::vector<float>(6, 0.0f));
-  C.assign(6, 9.0f);
-  vitlens::gemm_tn(C.data(), &dummy, &dummy, 0, 3, 4, 1, 3, 3, 1.0f, 0.0f);
-  vitlens::gemm_tn(C.data(), &dummy, &dummy, 2, 0, 4, 2, 1, 3, 1.0f, 0.0f);
-  CHECK(C == std::vector<float>(6, 9.0f));
+TEMPLATE_TEST_CASE("gemm: an empty sum scales C, empty C is untouched", "[gemm]", float, double) {
+  using T = TestType;
+  std::vector<T> C = {1, 2, 3, 4, 5, 6};  // (2, 3)
+  const T dummy = 7;
+  vitlens::gemm_nt(C.data(), &dummy, &dummy, 2, 3, 0, 1, 1, 3, T(1), T(0.5));
+  CHECK(C == std::vector<T>{0.5, 1.0, 1.5, 2.0, 2.5, 3.0});
+  vitlens::gemm_nn(C.data(), &dummy, &dummy, 2, 3, 0, 1, 3, 3, T(1), T(0));
+  CHECK(C == std::vector<T>(6, T(0)));
+  C.assign(6, T(9));
+  vitlens::gemm_tn(C.data(), &dummy, &dummy, 0, 3, 4, 1, 3, 3, T(1), T(0));
+  vitlens::gemm_tn(C.data(), &dummy, &dummy, 2, 0, 4, 2, 1, 3, T(1), T(0));
+  CHECK(C == std::vector<T>(6, T(9)));
 }
 
 // GFLOP/s of the forward pass's products (DeiT-tiny: n = 197, d = 192, 3 heads, MLP 768) and of
-// two backward ones, next to the same product written with Eigen (what gemm replaces in wasm).
+// two backward ones, next to the same product written with Eigen (what gemm replaces in wasm);
+// in float and in double (the LRP methods' forward pass).
 // Run with: vitlens_tests "[gemm-bench]" (natively or under node).
-TEST_CASE("gemm throughput on the ViT's shapes", "[.][gemm-bench]") {
+TEMPLATE_TEST_CASE("gemm throughput on the ViT's shapes", "[.][gemm-bench]", float, double) {
+  using T = TestType;
   const Case cases[] = {
       {Layout::nt, 196, 192, 768, 0, 0, 0, 1.0f, 0.0f},     // patch embedding
       {Layout::nt, 197, 576, 192, 0, 0, 0, 1.0f, 0.0f},     // qkv
@@ -203,7 +273,8 @@ TEST_CASE("gemm throughput on the ViT's shapes", "[.][gemm-bench]") {
   };
   const char* names[] = {"patch", "qkv", "q.kT", "A.v", "proj", "fc1", "fc2", "dy.W", "dyT.x"};
   using Stride = Eigen::OuterStride<>;
-  using ConstMap = Eigen::Map<const vitlens::Mat, 0, Stride>;
+  using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using ConstMap = Eigen::Map<const Matrix, 0, Stride>;
   // The minimum over single calls: the machine may be shared, and a call is shorter than a
   // scheduler time slice.
   auto best_seconds = [](const auto& f) {
@@ -218,22 +289,23 @@ TEST_CASE("gemm throughput on the ViT's shapes", "[.][gemm-bench]") {
   };
   for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
     const Case& t = cases[c];
-    Operands m(t, 1);
-    Eigen::Map<vitlens::Mat, 0, Stride> c_map(m.C.data(), t.M, t.N, Stride(m.ldc));
+    Operands<T> m(t, 1);
+    Eigen::Map<Matrix, 0, Stride> c_map(m.C.data(), t.M, t.N, Stride(m.ldc));
     const ConstMap a_map(m.A.data(), m.a_rows, m.a_cols, Stride(m.lda));
     const ConstMap b_map(m.B.data(), m.b_rows, m.b_cols, Stride(m.ldb));
+    const T alpha = T(t.alpha);
     auto run_eigen = [&] {
       switch (t.layout) {
-        case Layout::nn: c_map.noalias() = t.alpha * a_map * b_map; break;
-        case Layout::nt: c_map.noalias() = t.alpha * a_map * b_map.transpose(); break;
-        case Layout::tn: c_map.noalias() += t.alpha * a_map.transpose() * b_map; break;
+        case Layout::nn: c_map.noalias() = alpha * a_map * b_map; break;
+        case Layout::nt: c_map.noalias() = alpha * a_map * b_map.transpose(); break;
+        case Layout::tn: c_map.noalias() += alpha * a_map.transpose() * b_map; break;
       }
     };
     const double ours = best_seconds([&] { call_gemm(t, m); }), eigen = best_seconds(run_eigen);
     const double gflop = 2.0 * t.M * t.N * t.K * 1e-9;
-    std::printf("%-6s %s %4d×%4d×%4d  gemm %5.1f GFLOP/s (%.3f ms)  Eigen %5.1f GFLOP/s  ratio %.2f\n",
-                names[c], layout_name(t.layout), t.M, t.N, t.K, gflop / ours, ours * 1e3, gflop / eigen,
-                eigen / ours);
+    std::printf("%-6s %-6s %s %4d×%4d×%4d  gemm %5.1f GFLOP/s (%.3f ms)  Eigen %5.1f GFLOP/s  ratio %.2f\n",
+                sizeof(T) == 4 ? "float" : "double", names[c], layout_name(t.layout), t.M, t.N, t.K, gflop / ours,
+                ours * 1e3, gflop / eigen, eigen / ours);
   }
   SUCCEED();
 }

@@ -1,16 +1,21 @@
-// gemm.h — the float32 matrix products of the hot paths: the Linear layer (x·Wᵀ, dy·W, dyᵀ·x)
-// and the attention core (q·kᵀ, A·v, dctx·vᵀ, Aᵀ·dctx, dS·k, dSᵀ·q).
+// gemm.h — the matrix products of the hot paths, in float32 and float64.
 //
-// Every operand is row-major with a leading dimension (the distance in floats between the starts
-// of two rows), so that column blocks of a wider matrix (one head's q, k or v inside qkv) are
-// passed without copying. Each function computes
+// float32: the Linear layer (x·Wᵀ, dy·W, dyᵀ·x), the attention core (q·kᵀ, A·v, dctx·vᵀ, Aᵀ·dctx,
+// dS·k, dSᵀ·q) and the relevance products that carry S = R/Z through the weights.
+// float64: the LRP methods' double-precision forward pass (lrp.h), whose activations feed nearly
+// cancelling denominators, and the denominators Z = q·kᵀ of the attention product rule.
+//
+// Every operand is row-major with a leading dimension (the distance in elements between the
+// starts of two rows), so that column blocks of a wider matrix (one head's q, k or v inside qkv)
+// are passed without copying. Each function computes
 //   C (M, N) = alpha · op(A) · op(B) + beta · C
 // for any M, N, K ≥ 0; with beta = 0, C is only written (it may hold anything, even NaN).
 // C must not overlap A or B.
 //
 // Natively these forward to Eigen (its AVX kernels are faster than anything written here); in
-// WebAssembly they run a register-blocked SIMD128 kernel, about twice as fast as Eigen's SSE path
-// translated to SIMD128. Summation order differs between the two, not the accuracy class.
+// WebAssembly they run a register-blocked SIMD128 kernel: ~50 GFLOP/s in float and ~25 in double
+// on one core, 1.5–1.9× Eigen's SSE path translated to SIMD128 (tests/native/test_gemm.cpp,
+// "[gemm-bench]"). Summation order differs between the two, not the accuracy class.
 #pragma once
 
 namespace vitlens {
@@ -24,5 +29,13 @@ void gemm_nt(float* C, const float* A, const float* B, int M, int N, int K, int 
 // C = alpha·Aᵀ·B + beta·C.   A (K, M) lda, B (K, N) ldb, C (M, N) ldc
 void gemm_tn(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
              int ldc, float alpha, float beta);
+
+// The same three in float64.
+void gemm_nn(double* C, const double* A, const double* B, int M, int N, int K, int lda, int ldb,
+             int ldc, double alpha, double beta);
+void gemm_nt(double* C, const double* A, const double* B, int M, int N, int K, int lda, int ldb,
+             int ldc, double alpha, double beta);
+void gemm_tn(double* C, const double* A, const double* B, int M, int N, int K, int lda, int ldb,
+             int ldc, double alpha, double beta);
 
 }  // namespace vitlens

@@ -62,28 +62,42 @@ void col2im(Image& dx, const Mat& dpatches, int c, int h, int w, int patch);
 // Reusable capacity for the double-precision and relevance functions (no state between calls:
 // only buffers, so that large temporaries are not reallocated for every layer).
 //
-// Precision: activations, denominators Z and the quotients S = R/Z are double; the products that
-// carry S through the weights (S·W, |x|·|W|ᵀ, S·k, …) run in float. The pass is linear in R for
-// fixed activations, so float rounding there stays at the 1e-7 level of each term, whereas an
-// error in a nearly cancelling Z is amplified without bound — only the latter needs double
-// (measured on DeiT-tiny: transformer-attribution and lrp stay within 5e-6 of the float64
-// reference either way, and the Chefer pass runs 2.5× faster in wasm with float products).
+// Precision: activations and denominators Z are double (the double forward's products run in
+// double too, gemm.h); the quotients S = R/Z are formed in double and rounded to float for the
+// products that carry them through the weights (S·W, S·vᵀ, S·k, …), which run in float, as does
+// |x|·|W|ᵀ (the αβ denominator: a sum of non-negative terms, no cancellation). The pass is linear
+// in R for fixed activations, so float rounding there stays at the 1e-7 level of each term,
+// whereas an error in a nearly cancelling Z (a + b in the adds, q·kᵀ, A·v) is amplified without
+// bound — only the latter needs double (measured on DeiT-tiny: transformer-attribution and lrp
+// stay within 5e-6 of the float64 reference either way, and the Chefer pass runs 2.5× faster in
+// wasm with float products).
 struct LrpScratch {
-  MatD wd;  // a weight matrix in double (the double forward)
-  Mat w;   // (out, 2·in) [W | |W|], exact float copies of the weights
+  MatD wd;  // a weight matrix in double (the double forward's x·Wᵀ)
+  Mat w;   // [W | |W|] or [W | W⁺], exact float copies of the weights; the rows of A (attention)
   Mat a;   // float left operand of a product (|x| or S)
   Mat p;   // float product
-  Mat q;   // float right operand (attention core)
+  Mat q;   // float copy of qkv: the right operands of the attention core's products
   MatD z;  // denominators Z
-  MatD s;  // S = R / Z
-  MatD t;  // products with S, in double
+  MatD s;  // S = R / Z (patch embedding)
+  MatD t;  // products with S in double (patch embedding); the softmax rule's output (attention)
   MatD u;  // scores (attention core)
 };
 
-// Chefer's safe_divide: a / (b + 1e-9) where b ≠ 0, exactly 0 where b = 0 (not sign-aware).
-double safe_divide(double a, double b);
+// Chefer's safe_divide: a / (b + 1e-9) where b ≠ 0, exactly 0 where b = 0 (not sign-aware; where
+// b + 1e-9 rounds to 0, the divisor is 1e-9). Inline and branch-free: the relevance loops call it
+// per element and vectorise with it.
+inline double safe_divide(double a, double b) {
+  const double den = b + 1e-9;
+  const double q = a / (den == 0.0 ? 1e-9 : den);
+  return b == 0.0 ? 0.0 : q;
+}
 // The sign-aware epsilon stabiliser of AttnLRP: z + ε·sign(z), sign(0) = +1, ε = 1e-6.
-double stabilise(double z);
+inline double stabilise(double z) { return z >= 0.0 ? z + 1e-6 : z - 1e-6; }
+
+// The number of leading rows of R that hold all its nonzero entries. Every rule maps a zero row
+// of R to zero relevance, so the relevance functions compute only these rows: at the last block,
+// until the attention, R is nonzero only at the CLS token (row 0).
+int relevance_rows(const MatD& r);
 
 enum class LinearRule {
   alpha1beta0,  // LRP-αβ, α=1 β=0, one shared denominator, bias ignored (Bach 2015; Chefer 2021)
@@ -120,8 +134,11 @@ enum class SoftmaxRule {
   identity,  // Chefer 2021
   attnlrp,   // AttnLRP: R_in = s ⊙ (R − p·ΣR) per row
 };
-// R_in (n, n) at the scores from R (n, n) at the probabilities; s the scores, p the probabilities.
-void softmax_relevance(MatD& r_in, const MatD& r, const MatD& s, const MatD& p, SoftmaxRule rule);
+// A view of whole rows of a MatD (e.g. its first rows), without a copy.
+using RowsD = Eigen::Ref<const MatD, 0, Eigen::OuterStride<>>;
+// R_in (rows, n) at the scores from R (rows, n) at the probabilities; s the scores, p the
+// probabilities (the attention core passes its query rows that carry relevance).
+void softmax_relevance(MatD& r_in, const RowsD& r, const RowsD& s, const RowsD& p, SoftmaxRule rule);
 
 // Σ relevance at each step of the attention core, for the conservation report.
 struct AttentionRelevanceSums {
