@@ -306,9 +306,13 @@ async function explainMain() {
   const hooks = { priority: true, onProgress: m.longRunning ? (f) => showProgress(p, f) : undefined };
   p = call('explain', { method: m.name, options: { ...methodOptions(m), intermediates: true }, cancelFlag: flag }, [], hooks);
   state.main = p;
+  markMainPending();
   if (m.longRunning) startProgress(p, m.name, flag);
   try {
     const ex = await p;
+    // A newer request replaced this one while the worker was finishing it: its result is stale
+    // (another method, image or class), so it must not be drawn over the newer one.
+    if (state.main !== p) return;
     state.explanation = ex;
     drawMain();
     renderTeach();
@@ -333,8 +337,15 @@ async function explainMain() {
     if (e.code === 'cancelled' && state.main === p) setStatus(`${m.name} was cancelled`);
   } finally {
     if (state.main === p) state.main = null;
+    markMainPending();
     endProgress(p);
   }
+}
+
+// <html data-main-pending> says whether the main view's explanation is still being computed
+// (the browser tests wait on it; a stale result is never drawn).
+function markMainPending() {
+  document.documentElement.dataset.mainPending = state.main ? 'true' : 'false';
 }
 
 // ---- progress and cancel of long methods -------------------------------------------------

@@ -105,10 +105,18 @@ export async function exportNpy(page) {
   return readNpy(await download.path());
 }
 
+// Chooses a method and waits until its explanation is the one drawn and nothing newer is pending.
 export async function selectMethod(page, name) {
   const current = await page.$eval('#main-canvas', (c) => c.dataset.method);
-  if (current === name) return;
-  await afterNewExplanation(page, () => page.selectOption('#method', name));
+  if (current !== name) await page.selectOption('#method', name);
+  await waitExplained(page, name);
+}
+
+// Waits until the main view shows `method` (any, if omitted) and no main explanation is pending.
+export async function waitExplained(page, method = null) {
+  await page.waitForFunction((m) => document.documentElement.dataset.mainPending === 'false' &&
+    (m === null ? Boolean(document.querySelector('#main-canvas').dataset.method) : document.querySelector('#main-canvas').dataset.method === m),
+  method, { timeout: 60_000 });
 }
 
 export async function currentExplanation(page) {

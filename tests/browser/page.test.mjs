@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { maxRelError, nativeCli, readNpy, repo, tmpDir } from '../node/support.mjs';
 import {
   afterNewExplanation, artifacts, currentExplanation, exportNpy, launch, modelsDir, openApp, selectMethod,
-  skipReason, waitGridDone,
+  skipReason, waitExplained, waitGridDone,
 } from './harness.mjs';
 
 const skip = skipReason();
@@ -82,8 +82,9 @@ describe('the page', { skip }, () => {
 
   test('each method\'s map equals the native CLI\'s map (within 1e-4 of its largest value)', async (t) => {
     const { page } = tab;
-    await page.click('#gallery .thumb >> nth=0');
+    await afterNewExplanation(page, () => page.click('#gallery .thumb >> nth=0'));
     await page.waitForFunction((img) => document.querySelector('#gallery .thumb[aria-pressed=true]')?.dataset.image === img, labels.scenes[0].image);
+    await waitExplained(page);
     const methods = await page.$$eval('#method option', (os) => os.map((o) => o.value));
     const dir = tmpDir();
     for (const method of methods) {
