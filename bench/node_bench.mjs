@@ -1,7 +1,8 @@
 // node_bench.mjs — median latency of the wasm build's forward pass in node and, with --methods,
 // of every attribution method (one explain() call after a prediction, the page's path).
 //
-// usage: node --no-experimental-fetch bench/node_bench.mjs [MODEL.vitl | deit-tiny] [--iters N] [--methods]
+// usage: node --no-experimental-fetch bench/node_bench.mjs [MODEL.vitl | deit-tiny] [--iters N]
+//                                                            [--methods[=a,b,...]]
 // deit-tiny is generated natively first (vitlens import is not needed: the native CLI writes it).
 // VITLENS_WASM_DIR and VITLENS_NATIVE_BUILD choose the builds (tests/node/support.mjs).
 import fs from 'node:fs';
@@ -46,19 +47,22 @@ function median(f) {
 
 const fwd = median(() => model.predictTensor(x, 1));
 const out = { model: target, iters, forward_ms: fwd };
-if (args.includes('--methods')) {
+const methodsArg = args.find((a) => a === '--methods' || a.startsWith('--methods='));
+if (methodsArg) {
+  // --methods: every method; --methods=a,b: those.
+  const names = methodsArg.includes('=') ? methodsArg.split('=')[1].split(',') : vl.methods().map((m) => m.name);
   // explain() reuses the prediction's forward pass, so each run predicts again first: the figure
   // is forward + the method, as a user waits for it.
   out.methods_ms = {};
-  for (const m of vl.methods()) {
-    out.methods_ms[m.name] = median(() => {
+  for (const name of names) {
+    out.methods_ms[name] = median(() => {
       model.predictTensor(x, 1);
-      model.explain(m.name, {});
+      model.explain(name, {});
     });
   }
-  out.methods_ms['all, shared forward'] = median(() => {
+  out.methods_ms['all listed, shared forward'] = median(() => {
     model.predictTensor(x, 1);
-    for (const m of vl.methods()) model.explain(m.name, {});
+    for (const name of names) model.explain(name, {});
   });
 }
 console.log(JSON.stringify(out));
