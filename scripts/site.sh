@@ -14,6 +14,10 @@ rm -rf "$out"
 mkdir -p "$out/wasm" "$out/models"
 cp web/*.html web/*.js web/*.css "$out/"
 cp "$wasm/vitlens.js" "$wasm/vitlens.wasm" "$out/wasm/"
+# The pthreads build: used only where the host sends COOP/COEP (cross-origin isolation).
+for f in vitlens-mt.js vitlens-mt.wasm vitlens-mt.worker.js; do
+  if [ -f "$wasm/$f" ]; then cp "$wasm/$f" "$out/wasm/"; fi
+done
 if [ -f models/vitlens-scenes.vitl ]; then cp models/vitlens-scenes.vitl "$out/models/"; fi
 if [ -d models/gallery ]; then cp -r models/gallery "$out/models/"; fi
 echo "wrote $out/ ($(du -sh "$out" | cut -f1)); serve it with any static server, e.g. python3 -m http.server -d $out"

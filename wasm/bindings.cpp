@@ -19,6 +19,7 @@
 #include "vitlens/limits.h"
 #include "vitlens/methods.h"
 #include "vitlens/model_file.h"
+#include "vitlens/parallel.h"
 #include "vitlens/safetensors.h"
 #include "vitlens/vit.h"
 
@@ -141,6 +142,9 @@ MethodOptions options_from_js(const val& o, const Config& c, Image& baseline) {
     opt.inner = inner.as<std::string>();
   }
   opt.samples = int_option(o, "samples", 0);
+  // All the threads this build has (1 in vitlens.js; the pool in vitlens-mt.js); results do not
+  // depend on it.
+  opt.threads = int_option(o, "threads", thread_limit());
   opt.noise = number_option(o, "noise", 0.15);
   const double seed = number_option(o, "seed", 0);
   if (seed < 0 || seed != std::floor(seed) || seed > 9007199254740991.0)
@@ -243,6 +247,9 @@ val explanation_to_js(const Explanation& ex, const ConservationReport* report) {
       bo.set("attn", mat_out(b.attn));
       bo.set("grad", mat_out(b.grad));
       bo.set("relevance", mat_out(b.relevance));
+      val heads = val::array();
+      for (const Mat& r : b.relevance_heads) heads.call<void>("push", mat_out(r));
+      bo.set("relevanceHeads", heads);
       bo.set("step", mat_out(b.step));
       bo.set("accumulated", mat_out(b.accumulated));
       blocks.call<void>("push", bo);
@@ -495,4 +502,5 @@ EMSCRIPTEN_BINDINGS(vitlens) {
   emscripten::function("decodeImage", &decode_image_js);
   emscripten::function("methods", &methods_js);
   emscripten::function("memoryStats", &memory_stats_js);
+  emscripten::function("threads", &thread_limit);
 }

@@ -104,6 +104,9 @@ export interface ExplainOptions {
   samples?: number;
   noise?: number;
   seed?: number;
+  /** Threads for the methods that split work (integrated-gradients, smoothgrad, attattr, norm-based):
+   * default, and at most, threads(); results do not depend on it. */
+  threads?: number;
   /** Long methods call this with the fraction done (0…1); returning false cancels ("cancelled: ..."). */
   onProgress?: (fraction: number) => boolean | void;
 }
@@ -120,6 +123,7 @@ export interface BlockIntermediates {
   attn: Float32Array | null; // E_h[A_b]
   grad: Float32Array | null; // E_h[∂y_t/∂A_b]
   relevance: Float32Array | null; // E_h[R_A_b] (LRP methods)
+  relevanceHeads: Float32Array[]; // R_A_b,h per head (LRP methods; empty otherwise)
   step: Float32Array | null; // this block's factor of the rollout product
   accumulated: Float32Array | null; // the product from the first block used up to this one
 }
@@ -190,6 +194,10 @@ export interface VitlensModule {
   methods(): MethodInfo[];
   /** The wasm heap's size in bytes (it only grows) and the bytes malloc holds in use (for leak tests). */
   memoryStats(): { heapBytes: number; allocatedBytes: number };
+  /** Threads one call can use: 1 in vitlens.js; in vitlens-mt.js min(8, hardware threads). */
+  threads(): number;
+  /** vitlens-mt.js only (Emscripten's pthread pool): terminateAllThreads() lets node exit. */
+  PThread?: { terminateAllThreads(): void };
 }
 
 export default function createVitlens(options?: { wasmBinary?: ArrayBuffer | Uint8Array; locateFile?: (path: string) => string }): Promise<VitlensModule>;

@@ -10,6 +10,8 @@ import { attributionTree, drawTree, headImportance, lineChart, perturbationAuc }
 const SHIPPED_MODEL = './models/vitlens-scenes.vitl';
 const GALLERY = './models/gallery/';
 const WASM_URL = new URL('./wasm/vitlens.js', location.href).href;
+// The pthreads build, used by the worker when the page is cross-origin isolated (COOP/COEP).
+const WASM_MT_URL = new URL('./wasm/vitlens-mt.js', location.href).href;
 const OPTION_KEYS = ['startLayer', 'headFusion', 'discardRatio', 'block', 'useGrad', 'steps', 'quadrature', 'baseline',
   'stage', 'inner', 'samples', 'noise', 'seed'];
 // In-engine cancellation needs a SharedArrayBuffer, which only a cross-origin isolated page has.
@@ -791,6 +793,21 @@ function renderTeachBlock() {
       box.append(row2);
     }
   }
+  const rHeads = ex.intermediates?.blocks?.[b]?.relevanceHeads;
+  if (rHeads?.length) {
+    const row = teachRow('head-relevance', `block ${b}: R_A per head`, 'R_A_b,h = the LRP relevance reaching head h’s attention (Chefer et al. 2021); the query’s row');
+    rHeads.forEach((r, h) => row.append(gridFigure(queryRow(r, n, q), ex, `head ${h}`, 'head-relevance')));
+    box.append(row);
+    if (td?.grads?.[b] && ex.method === 'transformer-attribution') {
+      const row2 = teachRow('head-gradxr', `block ${b}: (∇A ⊙ R_A)⁺ per head`, 'what transformer-attribution averages over heads: Ā_b = E_h[(∇A_b ⊙ R_A_b)⁺]');
+      rHeads.forEach((r, h) => {
+        const g = td.grads[b][h];
+        const v = queryRow(r, n, q).map((x, j) => Math.max(0, x * g[q * n + 1 + j]));
+        row2.append(gridFigure(v, ex, `head ${h}`, 'head-gradxr'));
+      });
+      box.append(row2);
+    }
+  }
   if (ex.attattr?.[b]) {
     const row = teachRow('head-attattr', `block ${b}: AttAttr per head`, 'Attr_b,h = A_b,h ⊙ (1/m) Σ_k ∂F(α_k·A_b)/∂A_b,h, α_k = k/m');
     ex.attattr[b].forEach((a, h) => row.append(gridFigure(queryRow(a, n, q), ex, `head ${h}`, 'head-attattr')));
@@ -1317,6 +1334,15 @@ function exportNpy() {
 
 // ---- stopping ----------------------------------------------------------------------------
 
+// Which engine build the worker runs and with how many threads (<html data-threads> for tests).
+function showEngine(init) {
+  document.documentElement.dataset.threads = String(init.threads);
+  $('engine-info').textContent = init.threads > 1
+    ? `Engine: ${init.engine}, ${init.threads} threads (the page is cross-origin isolated).`
+    : `Engine: ${init.engine}, one thread${init.crossOriginIsolated ? '' : ' (serve the page with COOP/COEP headers, e.g. scripts/start.sh --isolate, for threads)'}.`;
+  if (init.note) showError('Threads are off', new VitlensError('not_ready', init.note));
+}
+
 // Cancels what is queued; if the worker is still inside a wasm call after a moment, it is
 // replaced by a fresh one (engine and model loaded again).
 async function stop() {
@@ -1327,7 +1353,7 @@ async function stop() {
   updateBusy();
   setStatus('Restarting the engine…');
   try {
-    await call('init', { wasmUrl: WASM_URL });
+    showEngine(await call('init', { wasmUrl: WASM_URL, wasmMtUrl: WASM_MT_URL }));
     if (state.modelSpec) await loadModel(state.modelSpec);
     if (state.image && state.info) {
       const out = await call('setImage', { source: { blob: state.image.blob } });
@@ -1357,7 +1383,8 @@ async function main() {
     new VitlensError('network', `${SHIPPED_MODEL}: HTTP ${res.status}`))));
   modelP.catch(() => {});
   try {
-    const init = await call('init', { wasmUrl: WASM_URL });
+    const init = await call('init', { wasmUrl: WASM_URL, wasmMtUrl: WASM_MT_URL });
+    showEngine(init);
     mark('engine');
     state.methods = init.methods;
     buildMethods();

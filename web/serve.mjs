@@ -1,11 +1,12 @@
 // serve.mjs — a small static server for the page, on 127.0.0.1 only, with no dependencies.
 //
 // One origin, three roots:  /         → web/            (the page)
-//                           /wasm/    → the wasm build  (vitlens.js, vitlens.wasm; default build-wasm/wasm)
+//                           /wasm/    → the wasm build  (vitlens.js, vitlens.wasm and the pthreads
+//                                       vitlens-mt.*; default build-wasm/wasm)
 //                           /models/  → models/         (the shipped model and its gallery)
 // A static host needs the same layout (see scripts/site.sh). By default no special headers are
 // sent, as on a plain static host; --isolate adds COOP/COEP so that the page is cross-origin
-// isolated (needed only by a threaded wasm build).
+// isolated, and the page's worker runs the pthreads build vitlens-mt.js.
 //
 //   node web/serve.mjs [--port 8080] [--wasm DIR] [--models DIR] [--isolate]
 // As a module: `const server = await startServer({ port: 0 }); server.url; await server.close();`

@@ -135,17 +135,35 @@ function progressOption(id, cancelFlag) {
 }
 
 const handlers = {
-  async init({ wasmUrl }) {
+  // Loads the engine: the pthreads build (wasmMtUrl) when this worker is cross-origin isolated
+  // (SharedArrayBuffer available), else — or if that fails — the single-threaded one.
+  async init({ wasmUrl, wasmMtUrl }) {
     const t0 = performance.now();
+    let note = '';
+    if (wasmMtUrl && self.crossOriginIsolated === true) {
+      try {
+        const { default: create } = await import(wasmMtUrl);
+        vitlens = await create();
+      } catch (e) {
+        vitlens = null;
+        note = `the threaded engine did not start (${e.message || e}); using one thread`;
+      }
+    }
+    const url = vitlens ? wasmMtUrl : wasmUrl;
     try {
-      const { default: create } = await import(wasmUrl);
-      vitlens = await create();
+      if (!vitlens) {
+        const { default: create } = await import(wasmUrl);
+        vitlens = await create();
+      }
       registry = vitlens.methods();
     } catch (e) {
-      throw fail('not_ready', `could not load the engine from ${wasmUrl} (${e.message || e}); is it built? (scripts/build.sh)`);
+      throw fail('not_ready', `could not load the engine from ${url} (${e.message || e}); is it built? (scripts/build.sh)`);
     }
     return {
-      out: { methods: vitlens.methods(), ms: performance.now() - t0, crossOriginIsolated: self.crossOriginIsolated === true },
+      out: {
+        methods: registry, ms: performance.now() - t0, crossOriginIsolated: self.crossOriginIsolated === true,
+        engine: url.slice(url.lastIndexOf('/') + 1), threads: vitlens.threads(), note,
+      },
     };
   },
 

@@ -14,9 +14,9 @@
 #include <numeric>
 
 #include "vitlens/error.h"
+#include "vitlens/parallel.h"
 #include "vitlens/gemm.h"
 #include "vitlens/layers.h"
-#include "vitlens/train.h"
 
 namespace vitlens {
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "vitlens/error.h"
+#include "vitlens/parallel.h"
 #include "vitlens/methods.h"
 #include "vitlens/train.h"
 #include "vitlens/vit.h"

@@ -14,7 +14,8 @@
 
 #include "methods_internal.h"
 #include "vitlens/error.h"
-#include "vitlens/train.h"  // run_workers: threads natively, inline under Emscripten
+#include "vitlens/parallel.h"
+#include "vitlens/train.h"  // train_shards
 
 namespace vitlens::detail {
 
@@ -70,17 +71,9 @@ void for_each_unit(int n, int workers, const ProgressFn& progress, const char* w
   }
 }
 
-// Workers that run_workers will really start (one under Emscripten, where the core has no
-// pthreads); never more than there are units.
-int worker_count(int threads, int units) {
-#if defined(__EMSCRIPTEN__)
-  (void)threads;
-  (void)units;
-  return 1;
-#else
-  return std::max(1, std::min({threads, units, train_shards}));
-#endif
-}
+// Workers a batch really has (per-worker traces are allocated for each): never more than there
+// are units or threads to run them.
+int worker_count(int threads, int units) { return std::max(1, std::min({usable_threads(threads), units, train_shards})); }
 
 }  // namespace
 
@@ -231,6 +224,13 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
 
   const int workers = worker_count(opt.threads, samples);
   std::vector<Explanation> part(static_cast<size_t>(workers));
+  // The wrapped method's options, copied here on the calling thread: opt.progress may hold a JS
+  // function (wasm), whose handle must not be copied on a worker thread.
+  MethodOptions base = opt;
+  base.target = -1;
+  base.want_intermediates = false;
+  base.threads = 1;
+  base.progress = nullptr;
   MatD pixels = MatD::Zero(c.image_h, c.image_w), tokens = MatD::Zero(c.grid_h(), c.grid_w());
   Completeness sum;
   bool completeness = false;
@@ -246,11 +246,8 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
           const double u2 = (double(splitmix64(ctr + 1) >> 11) + 0.5) * two_m53;
           noisy.data[i] = float(double(x.data[i]) + sigma * std::sqrt(-2.0 * std::log(u1)) * std::cos(two_pi * u2));
         }
-        MethodOptions inner = opt;
+        MethodOptions inner = base;
         inner.target = out.target;  // the outer target, not each noisy copy's arg-max
-        inner.want_intermediates = false;
-        inner.threads = 1;
-        inner.progress = nullptr;
         if (workers == 1 && opt.progress) {
           // the inner method's own progress, mapped into this sample's share of the outer bar
           inner.progress = [&opt, s, samples](double f) { return opt.progress((s + std::min(f, 1.0)) / samples); };

@@ -33,7 +33,11 @@ void add_relevance_intermediates(Explanation& out, const RelevancePass& pass) {
     const std::vector<MatD>& r = pass.r_attn[b];
     if (r.empty()) continue;
     MatD mean = MatD::Zero(r[0].rows(), r[0].cols());
-    for (const MatD& rh : r) mean += rh;
+    out.blocks[b].relevance_heads.clear();
+    for (const MatD& rh : r) {
+      mean += rh;
+      out.blocks[b].relevance_heads.push_back(rh.cast<float>());
+    }
     out.blocks[b].relevance = (mean / double(r.size())).cast<float>();
   }
 }

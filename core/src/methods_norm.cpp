@@ -11,11 +11,11 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
-#include <thread>
 
 #include "methods_internal.h"
 #include "vitlens/error.h"
 #include "vitlens/norm_maps.h"
+#include "vitlens/parallel.h"
 
 namespace vitlens {
 
@@ -30,43 +30,8 @@ MatD centre_scale(const MatD& v, const VecD& gamma) {
   return c * gamma.asDiagonal();
 }
 
-// How many workers run_rows really uses for a request of `threads` over `rows` rows.
-int row_workers(int threads, int rows) {
-#if defined(__EMSCRIPTEN__)
-  (void)threads;
-  (void)rows;
-  return 1;  // the core is built without pthreads for wasm
-#else
-  return std::max(1, std::min(threads, rows));
-#endif
-}
-
-// Runs job(w) for w = 0 … workers−1 (workers from row_workers), w > 0 on threads of their own.
-template <typename Job>
-void run_rows(int workers, const Job& job) {
-  if (workers <= 1) {
-    job(0);
-    return;
-  }
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
-  std::vector<std::thread> pool;
-  for (int w = 1; w < workers; ++w)
-    pool.emplace_back([&, w] {
-      try {
-        job(w);
-      } catch (...) {
-        errors[size_t(w)] = std::current_exception();
-      }
-    });
-  try {
-    job(0);
-  } catch (...) {
-    errors[0] = std::current_exception();
-  }
-  for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
+// How many workers the row loop uses for a request of `threads` over `rows` rows.
+int row_workers(int threads, int rows) { return std::max(1, std::min(usable_threads(threads), rows)); }
 
 }  // namespace
 
@@ -164,7 +129,7 @@ NormBlock norm_block(const Model& m, const Trace& tr, int block, int threads) {
     nb.mixing[s].resize(n);
   }
   const int workers = row_workers(threads, n);
-  run_rows(workers, [&](int w) {
+  run_workers(workers, [&](int w) {
     NormRow r;
     for (int i = w; i < n; i += workers) {  // rows are independent: the split does not change them
       norm_row(r, t, m, tr, i);

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "vitlens/error.h"
+#include "vitlens/parallel.h"
 #include "vitlens/train.h"
 #include "vitlens/vit.h"
 
@@ -86,10 +87,7 @@ SceneEvalReport evaluate_scenes(const Model& m, const FashionMnist& test, const 
     throw Error(ErrorCode::bad_argument, "the model must take 3 × " + std::to_string(opt.size) + " × " +
                                              std::to_string(opt.size) + " scenes and have 10 classes");
   if (n < 1) throw Error(ErrorCode::bad_argument, "evaluation needs at least one scene");
-#if defined(__EMSCRIPTEN__)
-  threads = 1;
-#endif
-  threads = std::max(1, std::min(threads, n));
+  threads = std::max(1, std::min(usable_threads(threads), n));
   SceneEvalReport r;
   r.probs.assign(size_t(n), {});
   r.target.assign(size_t(n), {});

@@ -13,10 +13,10 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "vitlens/error.h"
 #include "vitlens/model_file.h"
+#include "vitlens/parallel.h"
 #include "vitlens/scene_eval.h"
 
 namespace vitlens {
@@ -37,44 +37,8 @@ int draw_range(uint64_t key, uint64_t k, int lo, int hi) { return lo + draw_belo
 
 uint8_t clamp_u8(int v) { return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v); }
 
-int effective_threads(int threads) {
-#if defined(__EMSCRIPTEN__)
-  (void)threads;
-  return 1;  // the core is built without pthreads for wasm
-#else
-  return std::max(1, std::min(threads, train_shards));
-#endif
-}
-
-}  // namespace
-
-void run_workers(int threads, const std::function<void(int)>& job) {
-  threads = effective_threads(threads);
-  if (threads <= 1) {
-    job(0);
-    return;
-  }
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      try {
-        job(t);
-      } catch (...) {
-        errors[size_t(t)] = std::current_exception();
-      }
-    });
-  try {
-    job(0);
-  } catch (...) {
-    errors[0] = std::current_exception();
-  }
-  for (std::thread& th : pool) th.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
-namespace {
+// Threads one gradient evaluation really uses: never more than its shards (see the header).
+int effective_threads(int threads) { return std::max(1, std::min(usable_threads(threads), train_shards)); }
 
 // dst += src, tensor by tensor (both with the shapes of params_zeros(c)).
 void add_params(Params& dst, Params& src, const Config& c) {

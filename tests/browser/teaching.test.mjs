@@ -66,8 +66,11 @@ describe('the teaching, faithfulness and editing views', { skip }, () => {
     const b = await heads0();
     assert.match(await page.textContent('#teach-query'), /patch 46 \(row 5, column 6\)/);
     assert.notDeepEqual(a, b, 'the per-head maps change with the query patch');
-    if ((await currentExplanation(page)).method === 'transformer-attribution')
+    if ((await currentExplanation(page)).method === 'transformer-attribution') {
       assert.equal(await page.locator('#teach-block canvas[data-kind=head-grad]').count(), heads, '∇A per head');
+      assert.equal(await page.locator('#teach-block canvas[data-kind=head-relevance]').count(), heads, 'R_A per head');
+      assert.equal(await page.locator('#teach-block canvas[data-kind=head-gradxr]').count(), heads, '(∇A ⊙ R_A)⁺ per head');
+    }
 
     await page.click('#block-next');
     assert.equal(await page.textContent('#block-out'), '1');

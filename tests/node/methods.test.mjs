@@ -93,6 +93,25 @@ test('explain(): intermediates, conservation and errors', async () => {
     for (const b of ex.intermediates.blocks) {
       for (const key of ['attn', 'grad', 'relevance', 'step', 'accumulated']) assert.equal(b[key].length, 256, key);
     }
+    // Per-head R_A: its head mean is `relevance`, and with each head's ∇A it rebuilds the block's
+    // factor I + E_h[(∇A_h ⊙ R_A,h)⁺] (Chefer et al. 2021, Eq. 13–14).
+    const heads = model.info().heads;
+    const grads = model.attentionGrads(ex.target);
+    ex.intermediates.blocks.forEach((b, l) => {
+      assert.equal(b.relevanceHeads.length, heads, `block ${l}: R_A per head`);
+      for (let i = 0; i < 256; i++) {
+        let mean = 0;
+        let bar = 0;
+        for (let h = 0; h < heads; h++) {
+          mean += b.relevanceHeads[h][i] / heads;
+          bar += Math.max(0, b.relevanceHeads[h][i] * grads[l][h][i]) / heads;
+        }
+        const eye = i % 17 === 0 ? 1 : 0;
+        assert.ok(Math.abs(mean - b.relevance[i]) <= 1e-6 * (1 + Math.abs(b.relevance[i])), `block ${l}: mean of R_A heads`);
+        assert.ok(Math.abs(eye + bar - b.step[i]) <= 1e-5 * (1 + Math.abs(b.step[i])), `block ${l}: I + Ā at ${i}: ${eye + bar} vs ${b.step[i]}`);
+      }
+    });
+    assert.deepEqual(model.explain('grad-rollout', { intermediates: true }).intermediates.blocks[0].relevanceHeads, []);
     assert.ok(Math.abs(ex.relevanceSums.tokens - 1) < 1e-6);
     assert.equal(ex.conservation[0].layer, 'head');
     assert.equal(model.explain('rollout', {}).conservation.length, 0);

@@ -23,6 +23,23 @@ export function loadVitlens() {
   return modulePromise;
 }
 
+let mtPromise = null;
+
+// The pthreads build vitlens-mt.js, or null when this build directory has none
+// (VITLENS_WASM_THREADS=OFF). Its pool keeps node alive: call vl.PThread.terminateAllThreads()
+// when done.
+export function loadVitlensMt() {
+  const js = path.join(wasmDir, 'vitlens-mt.js');
+  if (!fs.existsSync(js)) return Promise.resolve(null);
+  if (!mtPromise) {
+    globalThis.require ??= createRequire(import.meta.url);
+    globalThis.__dirname ??= wasmDir;
+    mtPromise = import(pathToFileURL(js).href).then(({ default: create }) =>
+      create({ wasmBinary: fs.readFileSync(path.join(wasmDir, 'vitlens-mt.wasm')) }));
+  }
+  return mtPromise;
+}
+
 // Minimal .npy reader for the fixtures: little-endian f4/f8/u1, C order.
 export function readNpy(file) {
   const buf = fs.readFileSync(file);

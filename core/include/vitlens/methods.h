@@ -35,7 +35,8 @@ enum class Quadrature { left, right, middle, gauss_legendre };
 enum class NormStage { atb, atb_res, atb_res_ln, atb_res_ln_ff, layer };
 
 // Progress of a long method: called with the fraction done (0…1) between units of work; return
-// false to stop, and the method throws Error(cancelled). Called on the calling thread only.
+// false to stop, and the method throws Error(cancelled). Called on the calling thread only, and
+// never copied on another (in wasm it may hold a JS function, which belongs to its thread).
 using ProgressFn = std::function<bool(double fraction)>;
 
 struct MethodOptions {
@@ -96,6 +97,7 @@ struct BlockIntermediates {
   Mat attn;         // E_h[A_b]
   Mat grad;         // E_h[∇A_b], ∇A_b = ∂y_t/∂A_b
   Mat relevance;    // E_h[R_{A_b}]
+  std::vector<Mat> relevance_heads;  // H × (n, n): R_{A_b,h} of each head (LRP methods)
   Mat step;         // this block's factor of the product: rownorm(fuse(A_b) + I) for rollout,
                     // I + Ā_b for grad-rollout and transformer-attribution (Ā_b alone for a
                     // single-block ablation)

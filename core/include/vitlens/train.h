@@ -115,9 +115,6 @@ Image scene_input(const Pixels& px, const Config& cfg);
 // Applies the augmentation drawn from (seed, index) in place.
 void augment_pixels(Pixels& px, const Augment& aug, uint64_t seed, uint64_t index);
 
-// Runs job(t) for t = 0 … threads−1, on std::threads when threads > 1 (always inline under
-// Emscripten, where the core has no pthreads); rethrows a worker's exception in the caller.
-void run_workers(int threads, const std::function<void(int)>& job);
 
 // Statistics of one gradient evaluation.
 struct BatchStats {

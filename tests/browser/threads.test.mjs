@@ -1,0 +1,67 @@
+// threads.test.mjs — the page served cross-origin isolated (COOP/COEP): its worker runs the
+// pthreads build vitlens-mt.js with navigator.hardwareConcurrency threads (at most 8), says so,
+// and the threaded methods' maps still equal the native CLI's. The plain page (page.test.mjs)
+// runs vitlens.js on one thread.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { maxRelError, nativeCli, readNpy, tmpDir, wasmDir } from '../node/support.mjs';
+import {
+  afterNewExplanation, currentExplanation, exportNpy, launch, modelsDir, openApp, selectMethod, skipReason,
+  waitExplained,
+} from './harness.mjs';
+
+const skip = skipReason() || (fs.existsSync(path.join(wasmDir, 'vitlens-mt.js')) ? false : 'vitlens-mt.js is not built');
+if (skip) test('the page with threads', { skip }, () => {});
+
+describe('the page with threads (cross-origin isolated)', { skip }, () => {
+  let env;
+  let tab;
+  let models;
+  let labels;
+
+  before(async () => {
+    models = modelsDir();
+    labels = JSON.parse(fs.readFileSync(path.join(models.dir, 'gallery/labels.json'), 'utf8'));
+    env = await launch({ models: models.dir, isolate: true });
+    tab = await openApp(env);
+  });
+
+  after(async () => {
+    await env?.browser.close();
+    await env?.server.close();
+  });
+
+  test('the worker runs vitlens-mt.js with the hardware threads and says so', async () => {
+    const { page } = tab;
+    const hc = await page.evaluate(() => navigator.hardwareConcurrency);
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.threads), String(Math.min(8, hc)));
+    assert.match(await page.textContent('#engine-info'), /vitlens-mt\.js/);
+    assert.equal(await page.isVisible('#error'), false, await page.textContent('#error-text'));
+    assert.deepEqual(tab.consoleErrors, []);
+  });
+
+  test('threaded methods give the native CLI\'s maps (within 1e-4 of the largest value)', async (t) => {
+    const { page } = tab;
+    await afterNewExplanation(page, () => page.click('#gallery .thumb >> nth=1'));
+    await waitExplained(page);
+    const image = path.join(models.dir, 'gallery', labels.scenes[1].image);
+    const dir = tmpDir();
+    for (const method of ['integrated-gradients', 'smoothgrad', 'attattr', 'norm-based']) {
+      await selectMethod(page, method);
+      const { target } = await currentExplanation(page);
+      const mine = await exportNpy(page);
+      const ref = path.join(dir, `${method}.npy`);
+      nativeCli('explain', path.join(models.dir, 'vitlens-scenes.vitl'), image, '--method', method,
+        '--target', String(target), '--save-map', ref);
+      const theirs = readNpy(ref);
+      assert.deepEqual(mine.shape, theirs.shape, method);
+      const err = maxRelError(mine.data, theirs.data);
+      t.diagnostic(`${method} (class ${target}): max relative difference ${err.toExponential(2)}`);
+      assert.ok(err <= 1e-4, `${method}: max |page − CLI| / max |CLI| = ${err}`);
+    }
+    fs.rmSync(dir, { recursive: true });
+    assert.deepEqual(tab.consoleErrors, []);
+  });
+});

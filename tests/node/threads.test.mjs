@@ -1,0 +1,118 @@
+// threads.test.mjs — the pthreads build vitlens-mt.js in node: it reports its threads; every
+// method that splits work gives the same map with 1 thread, with all of them, and as the
+// single-threaded vitlens.js; a thread request beyond the pool is capped, not deadlocked;
+// cancellation works from a threaded call; the speed-up of the threaded methods is printed.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, test } from 'node:test';
+
+import { loadVitlens, loadVitlensMt, maxRelError, repo } from './support.mjs';
+
+const mt = await loadVitlensMt();
+const skip = mt ? false : 'vitlens-mt.js is not in this build (VITLENS_WASM_THREADS=OFF)';
+const modelFile = path.join(repo, 'models/vitlens-scenes.vitl');
+
+// The methods that use threads, with options that keep them quick.
+const threaded = [
+  ['integrated-gradients', { steps: 16 }],
+  ['smoothgrad', { samples: 8, inner: 'saliency' }],
+  ['attattr', { steps: 8 }],
+  ['norm-based', {}],
+];
+
+function setup(vl) {
+  const model = vl.Model.fromBytes(new Uint8Array(fs.readFileSync(modelFile)));
+  const info = model.info();
+  const x = new Float32Array(info.channels * info.imageH * info.imageW);
+  for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.37) + 0.3 * Math.cos(i * 0.011);
+  model.predictTensor(x, 1);
+  return model;
+}
+
+function medianMs(f, n = 5) {
+  f();
+  const t = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    f();
+    t.push(performance.now() - t0);
+  }
+  return t.sort((a, b) => a - b)[n >> 1];
+}
+
+describe('vitlens-mt.js (pthreads)', { skip }, () => {
+  after(() => mt?.PThread?.terminateAllThreads());
+
+  test('threads() is min(8, the hardware threads); the single-threaded build says 1', async () => {
+    assert.equal(mt.threads(), Math.min(8, os.cpus().length));
+    assert.equal((await loadVitlens()).threads(), 1);
+  });
+
+  test('each threaded method gives the same map with 1 thread, with all, and as vitlens.js', async () => {
+    const single = setup(await loadVitlens());
+    const model = setup(mt);
+    try {
+      for (const [method, o] of threaded) {
+        const one = model.explain(method, { ...o, threads: 1 });
+        const all = model.explain(method, { ...o, threads: mt.threads() });
+        const ref = single.explain(method, o);
+        assert.deepEqual(Array.from(all.pixelMap), Array.from(one.pixelMap), `${method}: threads change the map`);
+        assert.ok(maxRelError(all.pixelMap, ref.pixelMap) <= 1e-6, `${method}: vitlens-mt differs from vitlens`);
+        assert.equal(all.target, ref.target);
+      }
+    } finally {
+      single.delete();
+      model.delete();
+    }
+  });
+
+  test('a request for more threads than the pool is capped and still completes, 20 times over', () => {
+    const model = setup(mt);
+    try {
+      const ref = model.explain('integrated-gradients', { steps: 8, threads: 1 });
+      for (let i = 0; i < 20; i++) {
+        const ex = model.explain('integrated-gradients', { steps: 8, threads: 64 });
+        assert.deepEqual(Array.from(ex.pixelMap), Array.from(ref.pixelMap));
+      }
+    } finally {
+      model.delete();
+    }
+  });
+
+  test('a threaded call can be cancelled from onProgress, and the model keeps working', () => {
+    const model = setup(mt);
+    try {
+      let calls = 0;
+      assert.throws(() => model.explain('integrated-gradients', { steps: 32, onProgress: () => ++calls < 3 }),
+        (e) => e instanceof Error && e.message.startsWith('cancelled'));
+      assert.equal(calls, 3);
+      const ex = model.explain('norm-based', {});
+      assert.ok(ex.pixelMap.every(Number.isFinite));
+      // The JS callback stays on the calling thread, also when a wrapper runs methods on workers.
+      for (const [method, o] of threaded) {
+        const seen = [];
+        const withProgress = model.explain(method, { ...o, onProgress: (f) => { seen.push(f); } });
+        const without = model.explain(method, o);
+        assert.ok(seen.length > 0 && seen.every((f) => f >= 0 && f <= 1), `${method}: progress ${seen}`);
+        assert.deepEqual(Array.from(withProgress.pixelMap), Array.from(without.pixelMap), method);
+      }
+    } finally {
+      model.delete();
+    }
+  });
+
+  test('speed-up of the threaded methods (printed, not asserted: the machine is shared)', (t) => {
+    const model = setup(mt);
+    try {
+      for (const [method, o] of threaded) {
+        const one = medianMs(() => model.explain(method, { ...o, threads: 1 }));
+        const all = medianMs(() => model.explain(method, { ...o, threads: mt.threads() }));
+        t.diagnostic(`${method}: 1 thread ${one.toFixed(1)} ms, ${mt.threads()} threads ${all.toFixed(1)} ms (${(one / all).toFixed(2)}×)`);
+      }
+    } finally {
+      model.delete();
+    }
+  });
+});
