@@ -10,6 +10,7 @@
 #endif
 
 #include "common.h"
+#include "vitlens/attattr.h"
 #include "vitlens/error.h"
 #include "vitlens/lrp.h"
 #include "vitlens/methods.h"
@@ -24,8 +25,8 @@ struct Stats {
 };
 
 template <typename F>
-Stats time_it(F&& f, int iters) {
-  for (int i = 0; i < 3; ++i) f();  // warm up: page in buffers, settle the allocator
+Stats time_it(F&& f, int iters, int warmups = 3) {
+  for (int i = 0; i < warmups; ++i) f();  // warm up: page in buffers, settle the allocator
   std::vector<double> t;
   for (int i = 0; i < iters; ++i) {
     const double t0 = now_ms();
@@ -66,7 +67,8 @@ int cmd_bench(int argc, char** argv) {
         "after 3 warm-up runs, single thread.\n"
         "--methods also times every attribution method (or the ones listed) as one explain() call from\n"
         "the input: forward, backward and relevance passes included; then the double-precision forward\n"
-        "of the LRP methods alone, and all methods on one shared state (the page's grid).\n");
+        "of the LRP methods alone, and all methods on one shared state (the page's grid). With attattr,\n"
+        "also its matrices alone, batched and as m = 20 separate passes per block (the speed-up).\n");
     return args.has("help") ? 0 : 2;
   }
 #if defined(__GLIBC__)
@@ -93,6 +95,13 @@ int cmd_bench(int argc, char** argv) {
       rows.push_back({name, time_it([&] { explain(m, x, name); }, iters)});
     TraceD td;
     rows.push_back({"lrp forward (double)", time_it([&] { lrp_forward(td, m, x); }, iters)});
+    if (std::find(methods.begin(), methods.end(), "attattr") != methods.end()) {
+      // AttAttr's matrices alone (m = 20, one thread): the batched pass against the definition's
+      // m separate forward + backward passes per block; at most 3 runs after 1 warm-up (slow).
+      const int target = top_k(m.config, tr.logits, 1)[0].cls, slow = std::min(iters, 3);
+      rows.push_back({"attattr blocks, batched", time_it([&] { attattr_blocks(m, tr, target, 20, 1); }, slow, 1)});
+      rows.push_back({"attattr blocks, naive", time_it([&] { attattr_blocks_naive(m, tr, target, 20); }, slow, 1)});
+    }
     rows.push_back({"all listed, shared state", time_it([&] {
                       ExplainState st;
                       st.set_input(m, x);

@@ -6,7 +6,8 @@
 // Per method: "after a new image" = the first call after a forward pass (pays for the backward
 // and relevance passes when the method needs them); "again" = the same call repeated (they are
 // reused); "grid" = a forward pass, then every method once, as the page's grid does.
-// --isolate serves COOP/COEP, which gives the worker 5 µs timers instead of 100 µs.
+// --isolate serves COOP/COEP: the worker runs the pthreads build vitlens-mt.js (and has 5 µs
+// timers instead of 100 µs).
 import { launch, modelsDir, openPage, skipReason } from './harness.mjs';
 
 const args = process.argv.slice(2);
@@ -52,11 +53,16 @@ try {
   const r = await tab.page.evaluate(async ({ img, rounds }) => {
     const { WorkerClient } = await import('./client.js');
     const client = new WorkerClient();
-    const init = await client.call('init', { wasmUrl: new URL('./wasm/vitlens.js', location.href).href });
+    // As the page does: the pthreads build when cross-origin isolated (--isolate).
+    const init = await client.call('init', {
+      wasmUrl: new URL('./wasm/vitlens.js', location.href).href,
+      wasmMtUrl: new URL('./wasm/vitlens-mt.js', location.href).href,
+    });
     await client.call('loadModel', { source: { url: new URL('./models/vitlens-scenes.vitl', location.href).href } });
     const blob = await (await fetch(`./models/gallery/${img}`)).blob();
     const names = init.methods.map((m) => m.name);
-    const out = { forward: [], cold: {}, warm: {}, gridWorker: [], gridWall: [], isolated: self.crossOriginIsolated };
+    const longNames = new Set(init.methods.filter((m) => m.longRunning).map((m) => m.name));
+    const out = { forward: [], cold: {}, warm: {}, gridWorker: [], gridWall: [], fastWorker: [], fastWall: [], isolated: self.crossOriginIsolated, engine: init.engine, threads: init.threads };
     for (const n of names) {
       out.cold[n] = [];
       out.warm[n] = [];
@@ -76,13 +82,19 @@ try {
       const all = await Promise.all(names.map((n) => client.call('explain', { method: n })));
       out.gridWall.push(performance.now() - t);
       out.gridWorker.push(all.reduce((s, e) => s + e.ms, 0));
+      // The same for the single-pass methods only (not longRunning): the grid as it fills first.
+      await client.call('setImage', { source: { blob } });
+      const t2 = performance.now();
+      const fast = await Promise.all(names.filter((n) => !longNames.has(n)).map((n) => client.call('explain', { method: n })));
+      out.fastWall.push(performance.now() - t2);
+      out.fastWorker.push(fast.reduce((s, e) => s + e.ms, 0));
     }
     client.terminate();
     return out;
   }, { img: image, rounds });
 
   console.log(`model: ${info}`);
-  console.log(`chromium ${env.browser.version()}, ${r.isolated ? 'cross-origin isolated' : 'not isolated'}, ${rounds} rounds, medians\n`);
+  console.log(`chromium ${env.browser.version()}, ${r.isolated ? 'cross-origin isolated' : 'not isolated'}, ${r.engine} with ${r.threads} thread(s), ${rounds} rounds, medians\n`);
   console.log(`time from opening the page to the first explanation: median ${median(first).toFixed(0)} ms (runs: ${first.join(', ')} ms)`);
   console.log(`  stages, ms since navigation: ${timelines.join('  ')}`);
   console.log(`forward pass (predictRGBA, 64×64 input): ${median(r.forward).toFixed(2)} ms\n`);
@@ -90,6 +102,7 @@ try {
   console.log('|---|---|---|');
   for (const n of Object.keys(r.cold)) console.log(`| ${n} | ${median(r.cold[n]).toFixed(2)} | ${median(r.warm[n]).toFixed(2)} |`);
   console.log(`\nall-methods grid after a new image: ${median(r.gridWorker).toFixed(1)} ms in the worker, ${median(r.gridWall).toFixed(1)} ms seen by the page`);
+  console.log(`single-pass methods only (not long-running): ${median(r.fastWorker).toFixed(1)} ms in the worker, ${median(r.fastWall).toFixed(1)} ms seen by the page`);
 } finally {
   await env.browser.close();
   await env.server.close();
