@@ -11,6 +11,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -28,22 +29,48 @@ using namespace vitlens;
 
 namespace {
 
+#if !defined(__EMSCRIPTEN_PTHREADS__)
 [[noreturn]] void throw_js(const std::string& msg) {
   val::global("Error").new_(val(msg)).throw_();
   __builtin_unreachable();
 }
+#else
+// The pthreads build uses Emscripten's JS-emulated C++ exceptions (see CMakeLists.txt). A JS
+// Error thrown from C++ there unwinds the C++ frames without their destructors (the Embind
+// invoker's argument handles, our strings), leaking on every failing call. So the message is
+// parked here, the call returns normally, and wasm/mt_errors.js (the module's post-js) throws it
+// in JS. Only the thread that owns the module calls the bindings.
+std::string pending_error;
 
+std::string take_error() {
+  std::string e;
+  e.swap(pending_error);
+  return e;
+}
+#endif
+
+// Runs a binding's body; an engine error becomes a JS Error whose message starts with its code.
 template <typename F>
 auto guarded(F&& f) -> decltype(f()) {
+  std::string message;
   try {
     return f();
   } catch (const Error& e) {
-    throw_js(std::string(error_code_name(e.code())) + ": " + e.what());
+    message = std::string(error_code_name(e.code())) + ": " + e.what();
   } catch (const std::bad_alloc&) {
-    throw_js("limit: out of memory");
+    message = "limit: out of memory";
   } catch (const std::exception& e) {
-    throw_js(std::string("internal: ") + e.what());
+    message = std::string("internal: ") + e.what();
   }
+#if defined(__EMSCRIPTEN_PTHREADS__)
+  pending_error = std::move(message);
+  // undefined / null / nothing: the post-js wrapper throws instead
+  using R = decltype(f());
+  if constexpr (std::is_same_v<R, val>) return val::undefined();
+  else if constexpr (!std::is_void_v<R>) return R();
+#else
+  throw_js(message);
+#endif
 }
 
 // Copies a JS typed array (any element type matching T) into a vector.
@@ -503,4 +530,7 @@ EMSCRIPTEN_BINDINGS(vitlens) {
   emscripten::function("methods", &methods_js);
   emscripten::function("memoryStats", &memory_stats_js);
   emscripten::function("threads", &thread_limit);
+#if defined(__EMSCRIPTEN_PTHREADS__)
+  emscripten::function("takeError", &take_error);
+#endif
 }

@@ -1339,7 +1339,7 @@ function showEngine(init) {
   document.documentElement.dataset.threads = String(init.threads);
   $('engine-info').textContent = init.threads > 1
     ? `Engine: ${init.engine}, ${init.threads} threads (the page is cross-origin isolated).`
-    : `Engine: ${init.engine}, one thread${init.crossOriginIsolated ? '' : ' (serve the page with COOP/COEP headers, e.g. scripts/start.sh --isolate, for threads)'}.`;
+    : `Engine: ${init.engine}, one thread${init.crossOriginIsolated ? '' : ' (the page is not cross-origin isolated: served with COOP/COEP headers, as scripts/start.sh does, it uses threads)'}.`;
   if (init.note) showError('Threads are off', new VitlensError('not_ready', init.note));
 }
 

@@ -1,6 +1,7 @@
 // threads.test.mjs — the page served cross-origin isolated (COOP/COEP): its worker runs the
 // pthreads build vitlens-mt.js with navigator.hardwareConcurrency threads (at most 8), says so,
-// and the threaded methods' maps still equal the native CLI's. The plain page (page.test.mjs)
+// the threaded methods' maps still equal the native CLI's, and its errors (which take their own
+// path there, wasm/mt_errors.js) reach the page with their codes. The plain page (page.test.mjs)
 // runs vitlens.js on one thread.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -63,5 +64,16 @@ describe('the page with threads (cross-origin isolated)', { skip }, () => {
     }
     fs.rmSync(dir, { recursive: true });
     assert.deepEqual(tab.consoleErrors, []);
+  });
+
+  test('an engine error in vitlens-mt.js reaches the page with its code, and the page keeps working', async () => {
+    const { page } = tab;
+    const info = await page.textContent('#model-info');
+    await page.setInputFiles('#model-file', { name: 'broken.vitl', mimeType: 'application/octet-stream', buffer: Buffer.from('VITL but not really a model') });
+    await page.waitForSelector('#error:not([hidden])');
+    assert.match(await page.textContent('#error-text'), /Could not load broken\.vitl: .*\[(bad_format|truncated)\]/);
+    assert.equal(await page.textContent('#model-info'), info, 'the previous model stays loaded');
+    await afterNewExplanation(page, () => page.click('#gallery .thumb >> nth=2'));
+    assert.equal(await page.isVisible('#error'), false);
   });
 });

@@ -2,14 +2,15 @@
 // wasm module's Embind API: each malformed input throws a JS Error whose message starts with the
 // expected code and contains the expected fragment; after every failure a valid model still
 // gives the same logits; and failing calls do not leak (malloc'd bytes and Embind handles are
-// the same after the third and the sixth pass over the catalogue).
+// the same after the third and the sixth pass over the catalogue). Both builds: vitlens.js and,
+// when built, the pthreads vitlens-mt.js (whose errors take another path, wasm/mt_errors.js).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import test from 'node:test';
+import { after, test } from 'node:test';
 
 import { expectationFor, makeCatalogue } from '../catalogue/catalogue.mjs';
-import { loadVitlens, readNpy, tmpDir } from './support.mjs';
+import { loadVitlens, loadVitlensMt, readNpy, tmpDir } from './support.mjs';
 
 const dir = tmpDir();
 const { cases, base } = makeCatalogue(dir);
@@ -54,8 +55,13 @@ function feed(vl, good, input, c) {
   }
 }
 
-test('the catalogue through the wasm API: specific errors, and the module keeps working', async (t) => {
-  const vl = await loadVitlens();
+const mt = await loadVitlensMt();
+const engines = [['vitlens.js', loadVitlens], ...(mt ? [['vitlens-mt.js', loadVitlensMt]] : [])];
+after(() => mt?.PThread.terminateAllThreads());
+
+for (const [engine, load] of engines) {
+test(`${engine}: the catalogue through the wasm API: specific errors, and the module keeps working`, async (t) => {
+  const vl = await load();
   const good = vl.Model.fromBytes(bytesOf(base.model));
   const input = new Float32Array(readNpy(at(base.input)).data);
   good.predictTensor(input, 1);
@@ -91,8 +97,8 @@ test('the catalogue through the wasm API: specific errors, and the module keeps 
   assert.ok(checked >= 30, `${checked} cases checked`);
 });
 
-test('failing calls do not leak wasm memory or Embind handles', async (t) => {
-  const vl = await loadVitlens();
+test(`${engine}: failing calls do not leak wasm memory or Embind handles`, async (t) => {
+  const vl = await load();
   const good = vl.Model.fromBytes(bytesOf(base.model));
   const input = new Float32Array(readNpy(at(base.input)).data);
   const failing = cases.filter((c) => !c.expect.ok && !expectationFor(c, 'wasm').skip);
@@ -113,5 +119,6 @@ test('failing calls do not leak wasm memory or Embind handles', async (t) => {
     good.delete();
   }
 });
+}
 
 test.after(() => fs.rmSync(dir, { recursive: true, force: true }));
