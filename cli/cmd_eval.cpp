@@ -23,16 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string clock_text(double s) {
-  const long t = long(s + 0.5);
-  char buf[32];
-  if (t >= 3600)
-    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
-  return buf;
-}
-
 // FNV-1a (64 bit) of a file's bytes, as hex: identifies the weights a results folder belongs to.
 std::string file_digest(const std::string& path) {
   const std::vector<uint8_t> bytes = read_file(path, int64_t(1) << 32);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.h"
+#include "common.h"
 #include "vitlens/error.h"
 #include "vitlens/model_file.h"
 #include "vitlens/train.h"
@@ -12,16 +13,6 @@
 namespace vitlens::cli {
 
 namespace {
-
-std::string clock_text(double s) {
-  const long t = long(s + 0.5);
-  char buf[32];
-  if (t >= 3600)
-    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
-  return buf;
-}
 
 // Architecture presets for 64×64 scenes (patch 8: 64 patches + CLS = 65 tokens).
 Config preset(const std::string& name) {

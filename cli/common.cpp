@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "vitlens/error.h"
 #include "vitlens/image.h"
@@ -59,6 +60,16 @@ Image load_input(const Args& args, const Config& cfg, const std::string& image_p
 double now_ms() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();
+}
+
+std::string clock_text(double s) {
+  const long t = long(s + 0.5);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
+  return buf;
 }
 
 }  // namespace vitlens::cli

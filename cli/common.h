@@ -21,4 +21,7 @@ Image load_image_or_npy(const std::string& path, const Config& cfg);
 
 double now_ms();
 
+// Seconds as m:ss, or h:mm:ss from an hour on (progress bars' elapsed time and ETA).
+std::string clock_text(double s);
+
 }  // namespace vitlens::cli

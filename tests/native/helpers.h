@@ -5,7 +5,9 @@
 #include <functional>
 #include <string>
 
+#include "vitlens/io.h"
 #include "vitlens/npy.h"
+#include "vitlens/safetensors.h"
 #include "vitlens/tensor.h"
 
 namespace vitlens::test {
@@ -57,6 +59,22 @@ inline double check_directional(const std::function<double()>& f, float* x, size
     worst = std::max(worst, std::fabs(numeric - analytic) / std::max(norm, 1e-6));
   }
   return worst;
+}
+
+// The float64 reference's test models (tests/fixtures/engine/NAME/: a timm checkpoint, its
+// config and the input it was traced on), shared by the method tests.
+inline Model engine_fixture_model(const std::string& name) {
+  const std::string dir = source_path("tests/fixtures/engine/" + name + "/");
+  const std::vector<uint8_t> cfg = read_file(dir + "config.json", 1 << 20);
+  const std::vector<uint8_t> bytes = read_file(dir + "model_timm.safetensors", 1 << 26);
+  return import_checkpoint(bytes.data(), bytes.size(), std::string(cfg.begin(), cfg.end()), nullptr);
+}
+
+inline Image engine_fixture_input(const std::string& name) {
+  const NpyArray x = read_npy(source_path("tests/fixtures/engine/" + name + "/input.npy"));
+  Image img(int(x.shape[0]), int(x.shape[1]), int(x.shape[2]));
+  for (size_t i = 0; i < x.data.size(); ++i) img.data[i] = float(x.data[i]);
+  return img;
 }
 
 }  // namespace vitlens::test

@@ -34,14 +34,9 @@ Case load_case(const std::string& shape, const std::string& output) {
   std::ifstream meta(c.dir + "meta.json");
   REQUIRE(meta.good());
   c.meta = nlohmann::json::parse(meta);
-  const std::string engine = source_path("tests/fixtures/engine/" + shape + "/");
-  const std::vector<uint8_t> cfg = read_file(engine + "config.json", 1 << 20);
-  const std::vector<uint8_t> bytes = read_file(engine + "model_timm.safetensors", 1 << 26);
-  c.model = import_checkpoint(bytes.data(), bytes.size(), std::string(cfg.begin(), cfg.end()), nullptr);
+  c.model = test::engine_fixture_model(shape);
   c.model.config.output = output == "sigmoid" ? OutputKind::sigmoid : OutputKind::softmax;
-  const NpyArray x = read_npy(engine + "input.npy");
-  c.input = Image(int(x.shape[0]), int(x.shape[1]), int(x.shape[2]));
-  for (size_t i = 0; i < x.data.size(); ++i) c.input.data[i] = float(x.data[i]);
+  c.input = test::engine_fixture_input(shape);
   return c;
 }
 

@@ -54,11 +54,8 @@ GradCase load_grad_case(const std::string& name) {
   c.dir = source_path("tests/fixtures/gradient/" + name + "/");
   c.meta = read_json(c.dir + "meta.json");
   c.index = read_json(c.dir + "index.json");
-  const std::string engine = source_path("tests/fixtures/engine/" + name + "/");
-  const std::vector<uint8_t> cfg = read_file(engine + "config.json", 1 << 20);
-  const std::vector<uint8_t> bytes = read_file(engine + "model_timm.safetensors", 1 << 26);
-  c.model = import_checkpoint(bytes.data(), bytes.size(), std::string(cfg.begin(), cfg.end()), nullptr);
-  c.input = image_from_npy(engine + "input.npy");
+  c.model = test::engine_fixture_model(name);
+  c.input = test::engine_fixture_input(name);
   c.baseline = image_from_npy(c.dir + "baseline.npy");
   return c;
 }

@@ -49,13 +49,8 @@ Case load_case(const std::string& name) {
     c.input = random_input(c.model.config, c.meta["input_seed"].get<uint64_t>());
     return c;
   }
-  const std::string engine = source_path("tests/fixtures/engine/" + name + "/");
-  const std::vector<uint8_t> cfg = read_file(engine + "config.json", 1 << 20);
-  const std::vector<uint8_t> bytes = read_file(engine + "model_timm.safetensors", 1 << 26);
-  c.model = import_checkpoint(bytes.data(), bytes.size(), std::string(cfg.begin(), cfg.end()), nullptr);
-  const NpyArray x = read_npy(engine + "input.npy");
-  c.input = Image(int(x.shape[0]), int(x.shape[1]), int(x.shape[2]));
-  for (size_t i = 0; i < x.data.size(); ++i) c.input.data[i] = float(x.data[i]);
+  c.model = test::engine_fixture_model(name);
+  c.input = test::engine_fixture_input(name);
   return c;
 }
 
