@@ -13,15 +13,16 @@
 namespace vitlens::cli {
 
 int cmd_evaluate_model(int argc, char** argv) {
-  Args args(argc, argv, {"n", "seed", "threads", "data"}, {"help", "json"});
+  Args args(argc, argv, {"n", "seed", "threads", "data", "item-min", "item-max"}, {"help", "json"});
   if (args.has("help") || args.positional().size() != 1) {
     std::printf(
         "usage: vitlens evaluate-model MODEL [--n 2000] [--seed 424242] [--threads 2] [--json]\n"
-        "                              [--data %s]\n\n"
+        "                              [--item-min %d --item-max %d] [--data %s]\n\n"
         "Generates N test scenes (t10k items only, stream SEED, 64×64) and reports per-class and mean\n"
         "average precision, exact-set accuracy (classes with p > 0.5 equal the true set), top-1 on\n"
-        "single-item scenes and top-2 on two-item scenes. The figures do not depend on --threads.\n",
-        fashion_mnist_default_dir);
+        "single-item scenes and top-2 on two-item scenes. The figures do not depend on --threads.\n"
+        "--item-min/--item-max: the side of a scaled item, pixels (as in `vitlens train`).\n",
+        SceneOptions{}.min_item, SceneOptions{}.max_item, fashion_mnist_default_dir);
     return args.has("help") ? 0 : 2;
   }
   const Model m = load_model_arg(args.positional()[0]);
@@ -36,6 +37,8 @@ int cmd_evaluate_model(int argc, char** argv) {
     throw Error(ErrorCode::bad_argument, "--seed needs a non-negative integer");
   SceneOptions opt;
   opt.size = m.config.image_h;
+  opt.min_item = args.get_int("item-min", opt.min_item);
+  opt.max_item = args.get_int("item-max", opt.max_item);
   const FashionMnist test = load_fashion_mnist(args.get("data", fashion_mnist_default_dir), false);
   const SceneEvalReport r = evaluate_scenes(m, test, opt, seed, n, threads);
   if (args.has("json")) {
@@ -46,11 +49,13 @@ int cmd_evaluate_model(int argc, char** argv) {
                           {"average_precision", ap}, {"mAP", r.map},
                           {"exact_set_accuracy", r.exact_acc}, {"exact_set_single", r.exact_single},
                           {"exact_set_two", r.exact_two}, {"single_item_top1", r.single_top1},
-                          {"two_item_top2", r.two_top2}};
+                          {"two_item_top2", r.two_top2},
+                          {"item_sides", {opt.min_item, opt.max_item}}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("%d test scenes (seed %llu): %d single-item, %d two-item\n", r.n, seed, r.single_n, r.two_n);
+  std::printf("%d test scenes (seed %llu, items %d…%d px): %d single-item, %d two-item\n", r.n, seed, opt.min_item,
+              opt.max_item, r.single_n, r.two_n);
   std::printf("%-14s %9s %6s\n", "class", "AP", "scenes");
   for (int k = 0; k < fashion_classes; ++k)
     std::printf("%-14s %9.4f %6d\n", m.config.class_names[size_t(k)].c_str(), r.ap[size_t(k)], r.positives[size_t(k)]);

@@ -39,7 +39,7 @@ int cmd_train(int argc, char** argv) {
   Args args(argc, argv,
             {"out", "config", "dim", "depth", "heads", "mlp", "patch", "steps", "epochs", "batch", "lr", "wd",
              "warmup", "decay", "seed", "threads", "eval-every", "eval-n", "checkpoint-every", "log-every", "stop-at", "data",
-             "clip"},
+             "clip", "item-min", "item-max"},
             {"help", "resume", "no-augment"});
   if (args.has("help") || !args.has("out") || !args.positional().empty()) {
     std::printf(
@@ -47,7 +47,7 @@ int cmd_train(int argc, char** argv) {
         "                     --patch P] [--steps N | --epochs E] [--batch 64] [--lr 1e-3] [--wd 0.05]\n"
         "                     [--warmup 200] [--decay D] [--clip 1] [--seed 1] [--threads 2] [--resume]\n"
         "                     [--eval-every K --eval-n 500] [--checkpoint-every 250] [--log-every 50]\n"
-        "                     [--stop-at N] [--no-augment] [--data %s]\n\n"
+        "                     [--stop-at N] [--no-augment] [--item-min %d --item-max %d] [--data %s]\n\n"
         "Trains a ViT on 64×64 Fashion-MNIST scenes (train split, generated on the fly from the seed),\n"
         "multi-label: 10 sigmoid outputs, binary cross-entropy. AdamW (no decay on biases, LayerNorm,\n"
         "cls/pos), linear warm-up, then constant --lr until the last D steps (default: none), then cosine\n"
@@ -57,8 +57,9 @@ int cmd_train(int argc, char** argv) {
         "continues from them bit-identically (with --decay D, --steps may be changed on resume while\n"
         "the checkpoint is still before the decay). At the end DIR/model-f32.vitl and DIR/model-int8.vitl.\n"
         "The result depends on the seed and the options, not on --threads. --eval-every reports\n"
-        "validation figures on test-split scenes of seed 9001 (monitoring only).\n",
-        fashion_mnist_default_dir);
+        "validation figures on test-split scenes of seed 9001 (monitoring only), made like the\n"
+        "training scenes (--item-min/--item-max: the side of a scaled item, pixels).\n",
+        SceneOptions{}.min_item, SceneOptions{}.max_item, fashion_mnist_default_dir);
     return args.has("help") ? 0 : 2;
   }
   TrainOptions opt;
@@ -93,6 +94,8 @@ int cmd_train(int argc, char** argv) {
   opt.stop_at = args.get_int("stop-at", -1);
   opt.resume = args.has("resume");
   if (args.has("no-augment")) opt.augment = Augment{false, 0, 0, 0, 0, false};
+  opt.scenes.min_item = args.get_int("item-min", opt.scenes.min_item);
+  opt.scenes.max_item = args.get_int("item-max", opt.scenes.max_item);
   opt.out_dir = args.get("out");
   fill_config_defaults(opt.model);
 
@@ -101,6 +104,7 @@ int cmd_train(int argc, char** argv) {
   FashionMnist val_split;
   if (opt.eval_every > 0) val_split = load_fashion_mnist(data_dir, false);
   std::printf("training %d×%d patch %d, width %d, depth %d, heads %d, MLP %d (%lld parameters)\n"
+              "scene items %d…%d px, augmentation %s\n"
               "%lld steps × batch %d (%.2f epochs), lr %g, wd %g, warm-up %d, seed %llu, %d thread(s) → %s\n",
               opt.model.image_h, opt.model.image_w, opt.model.patch, opt.model.dim, opt.model.depth,
               opt.model.heads, opt.model.mlp_dim, (long long)param_count([&] {
@@ -108,6 +112,7 @@ int cmd_train(int argc, char** argv) {
                 c.classes = fashion_classes;
                 return c;
               }()),
+              opt.scenes.min_item, opt.scenes.max_item, args.has("no-augment") ? "off" : "on",
               (long long)opt.steps, opt.batch, double(opt.steps) * opt.batch / double(train_epoch_scenes),
               double(opt.lr), double(opt.adamw.weight_decay), opt.warmup, (unsigned long long)opt.seed,
               opt.threads, opt.out_dir.c_str());
