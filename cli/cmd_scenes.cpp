@@ -23,7 +23,7 @@ int cmd_scenes(int argc, char** argv) {
         "writes DIR/scene_XXXX.png, DIR/scene_XXXX_mask_K.png (item K's visible pixels, 0/255) and\n"
         "DIR/labels.json (classes, class names, boxes, source images). Scene i depends only on the\n"
         "split, the size, S and i: --first F writes scenes F … F+N-1 of the same stream.\n"
-        "Item sides are 22…40 px at --size 64 and scale with the size.\n"
+        "Item sides are 28…44 px at --size 64 and scale with the size.\n"
         "The train split draws its items from train-*, the test split from t10k-* only.\n",
         fashion_mnist_default_dir);
     return args.has("help") ? 0 : 2;

@@ -461,7 +461,7 @@ void coverage(const std::vector<Placement>& items, int size, int threshold,
 //  2. two items with probability two_items_permille (default 1/2), else one; item images are
 //     drawn uniformly from the split, the second redrawn until its class differs from the first;
 //     each mirrored with probability 1/2 (opt.flip);
-//  3. each item scaled bilinearly to a side uniform in min_item…max_item (22…40) and placed
+//  3. each item scaled bilinearly to a side uniform in min_item…max_item (28…44) and placed
 //     uniformly fully inside the scene; with two items the sides and positions are redrawn
 //     (up to 100 times) until every item keeps ≥ min_visible_permille (60 %) of its mask
 //     visible; if that never happens they are put side by side without overlap;

@@ -26,9 +26,9 @@ namespace {
 
 // The shipped int8 model on models/gallery (24 scenes: 14 single-item, 10 two-item), as
 // reported in models/README.md.
-constexpr int kGalleryExact = 10;
-constexpr int kGallerySingleTop1 = 11;
-constexpr int kGalleryTwoTop2 = 4;
+constexpr int kGalleryExact = 16;
+constexpr int kGallerySingleTop1 = 13;
+constexpr int kGalleryTwoTop2 = 5;
 
 #if defined(__EMSCRIPTEN__)
 constexpr int kThreads = 1;

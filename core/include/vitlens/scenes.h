@@ -46,8 +46,8 @@ const char* backdrop_name(Backdrop b);
 
 struct SceneOptions {
   int size = 64;                // scene side, pixels
-  int min_item = 22;            // side of a scaled item, pixels, inclusive range
-  int max_item = 40;
+  int min_item = 28;            // side of a scaled item, pixels, inclusive range (28: never below the source)
+  int max_item = 44;
   int two_items_permille = 500; // probability of a two-item scene, in 1/1000
   int alpha_gain_percent = 150;  // alpha = min(255, intensity × gain): solid items, faint edges
   int mask_alpha = 51;          // an item pixel is in its mask when its alpha ≥ this (of 255)
