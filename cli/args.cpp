@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "commands.h"
-#include "vitlens/error.h"
+#include "vitlens/tensor/error.h"
 
 namespace vitlens::cli {
 

@@ -10,11 +10,11 @@
 #endif
 
 #include "common.h"
-#include "vitlens/attattr.h"
-#include "vitlens/error.h"
-#include "vitlens/lrp.h"
-#include "vitlens/methods.h"
-#include "vitlens/vit.h"
+#include "vitlens/methods/attattr.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/relevance/lrp.h"
+#include "vitlens/methods/methods.h"
+#include "vitlens/model/vit.h"
 
 namespace vitlens::cli {
 

@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "common.h"
-#include "vitlens/error.h"
-#include "vitlens/model_file.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/model_file.h"
 
 namespace vitlens::cli {
 

@@ -1,5 +1,5 @@
 // cmd_eval.cpp — `vitlens eval MODEL`: the faithfulness benchmark of the attribution methods on
-// held-out scenes (the protocol is core/include/vitlens/eval.h). Stores one JSON line per
+// held-out scenes (the protocol is core/include/vitlens/eval/eval.h). Stores one JSON line per
 // (scene, method) in DIR/scenes.jsonl as it goes and skips those on a rerun; then writes
 // DIR/results.md, results.csv and the perturbation_*.svg plots. Progress on stderr.
 #include <unistd.h>
@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "common.h"
-#include "vitlens/error.h"
-#include "vitlens/eval.h"
-#include "vitlens/io.h"
-#include "vitlens/model_file.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/eval/eval.h"
+#include "vitlens/io/io.h"
+#include "vitlens/io/model_file.h"
 
 namespace vitlens::cli {
 

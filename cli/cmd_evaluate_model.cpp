@@ -7,8 +7,8 @@
 #include <string>
 
 #include "common.h"
-#include "vitlens/error.h"
-#include "vitlens/scene_eval.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/eval/scene_eval.h"
 
 namespace vitlens::cli {
 

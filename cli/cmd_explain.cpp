@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "vitlens/error.h"
-#include "vitlens/image.h"
-#include "vitlens/methods.h"
-#include "vitlens/npy.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/image.h"
+#include "vitlens/methods/methods.h"
+#include "vitlens/io/npy.h"
 
 namespace vitlens::cli {
 

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "common.h"
-#include "vitlens/attattr.h"
-#include "vitlens/error.h"
-#include "vitlens/io.h"
-#include "vitlens/methods.h"
+#include "vitlens/methods/attattr.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/io.h"
+#include "vitlens/methods/methods.h"
 
 namespace vitlens::cli {
 

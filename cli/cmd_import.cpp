@@ -2,11 +2,11 @@
 #include <cstdio>
 
 #include "common.h"
-#include "vitlens/error.h"
-#include "vitlens/io.h"
-#include "vitlens/limits.h"
-#include "vitlens/model_file.h"
-#include "vitlens/safetensors.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/io.h"
+#include "vitlens/tensor/limits.h"
+#include "vitlens/io/model_file.h"
+#include "vitlens/io/safetensors.h"
 
 namespace vitlens::cli {
 

@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "common.h"
-#include "vitlens/model_file.h"
+#include "vitlens/io/model_file.h"
 
 namespace vitlens::cli {
 

@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "vitlens/error.h"
-#include "vitlens/vit.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/model/vit.h"
 
 namespace vitlens::cli {
 

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "commands.h"
-#include "vitlens/error.h"
-#include "vitlens/limits.h"
-#include "vitlens/scenes.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/tensor/limits.h"
+#include "vitlens/data/scenes.h"
 
 namespace vitlens::cli {
 

@@ -6,9 +6,9 @@
 
 #include "commands.h"
 #include "common.h"
-#include "vitlens/error.h"
-#include "vitlens/model_file.h"
-#include "vitlens/train.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/model_file.h"
+#include "vitlens/train/train.h"
 
 namespace vitlens::cli {
 

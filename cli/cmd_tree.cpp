@@ -1,14 +1,14 @@
 // cmd_tree.cpp — `vitlens tree MODEL IMAGE`: the attribution tree of one image (Hao et al. 2021,
-// core/include/vitlens/attattr.h) as JSON for the page to draw: nodes are patches, edges carry
+// core/include/vitlens/methods/attattr.h) as JSON for the page to draw: nodes are patches, edges carry
 // their block and normalised score.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "common.h"
-#include "vitlens/attattr.h"
-#include "vitlens/error.h"
-#include "vitlens/io.h"
-#include "vitlens/methods.h"
+#include "vitlens/methods/attattr.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/io.h"
+#include "vitlens/methods/methods.h"
 
 namespace vitlens::cli {
 

@@ -4,10 +4,10 @@
 #include <chrono>
 #include <cstdio>
 
-#include "vitlens/error.h"
-#include "vitlens/image.h"
-#include "vitlens/model_file.h"
-#include "vitlens/npy.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/image.h"
+#include "vitlens/io/model_file.h"
+#include "vitlens/io/npy.h"
 
 namespace vitlens::cli {
 

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "commands.h"
-#include "vitlens/model.h"
-#include "vitlens/tensor.h"
+#include "vitlens/model/model.h"
+#include "vitlens/tensor/tensor.h"
 
 namespace vitlens::cli {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "commands.h"
-#include "vitlens/error.h"
+#include "vitlens/tensor/error.h"
 
 namespace vitlens::cli {
 int cmd_eval(int argc, char** argv);  // cmd_eval.cpp

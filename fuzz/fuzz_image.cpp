@@ -2,9 +2,9 @@
 // preprocessing to a small model input.
 #include <cstdint>
 
-#include "vitlens/config.h"
-#include "vitlens/error.h"
-#include "vitlens/image.h"
+#include "vitlens/model/config.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/image.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

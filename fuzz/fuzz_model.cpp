@@ -2,9 +2,9 @@
 // Any input must either load (then a forward pass must run) or raise vitlens::Error.
 #include <cstdint>
 
-#include "vitlens/error.h"
-#include "vitlens/model_file.h"
-#include "vitlens/vit.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/model_file.h"
+#include "vitlens/model/vit.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

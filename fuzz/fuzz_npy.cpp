@@ -1,8 +1,8 @@
 // fuzz_npy.cpp — libFuzzer target: the .npy reader on arbitrary bytes.
 #include <cstdint>
 
-#include "vitlens/error.h"
-#include "vitlens/npy.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

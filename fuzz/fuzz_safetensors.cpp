@@ -4,8 +4,8 @@
 #include <cstring>
 #include <string>
 
-#include "vitlens/error.h"
-#include "vitlens/safetensors.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* zero = static_cast<const uint8_t*>(std::memchr(data, 0, size));

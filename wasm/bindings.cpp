@@ -15,14 +15,14 @@
 #include <utility>
 #include <vector>
 
-#include "vitlens/error.h"
-#include "vitlens/image.h"
-#include "vitlens/limits.h"
-#include "vitlens/methods.h"
-#include "vitlens/model_file.h"
-#include "vitlens/parallel.h"
-#include "vitlens/safetensors.h"
-#include "vitlens/vit.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/image.h"
+#include "vitlens/tensor/limits.h"
+#include "vitlens/methods/methods.h"
+#include "vitlens/io/model_file.h"
+#include "vitlens/tensor/parallel.h"
+#include "vitlens/io/safetensors.h"
+#include "vitlens/model/vit.h"
 
 using emscripten::val;
 using namespace vitlens;

@@ -379,7 +379,7 @@ export function makeCatalogue(dir) {
   bmp.writeUInt16LE(1, 26);
   bmp.writeUInt16LE(24, 28);
   // A Huffman table (DHT) declaring 512 codes, inserted after SOI: the out-of-bounds write of
-  // stb_image 2.27 that core/src/image.cpp guards against.
+  // stb_image 2.27 that core/src/io/image.cpp guards against.
   const dht = Buffer.from([0xff, 0xc4, 0x00, 0x13, 0x00, ...new Array(16).fill(0x20)]);
 
   image('image-empty', 'empty', 'an empty image file',

@@ -5,10 +5,10 @@
 #include <functional>
 #include <string>
 
-#include "vitlens/io.h"
-#include "vitlens/npy.h"
-#include "vitlens/safetensors.h"
-#include "vitlens/tensor.h"
+#include "vitlens/io/io.h"
+#include "vitlens/io/npy.h"
+#include "vitlens/io/safetensors.h"
+#include "vitlens/tensor/tensor.h"
 
 namespace vitlens::test {
 

@@ -8,11 +8,11 @@
 #include <set>
 
 #include "helpers.h"
-#include "vitlens/attattr.h"
-#include "vitlens/error.h"
-#include "vitlens/io.h"
-#include "vitlens/methods.h"
-#include "vitlens/safetensors.h"
+#include "vitlens/methods/attattr.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/io.h"
+#include "vitlens/methods/methods.h"
+#include "vitlens/io/safetensors.h"
 
 using namespace vitlens;
 using vitlens::test::rel_max_error;

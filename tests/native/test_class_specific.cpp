@@ -15,10 +15,10 @@
 #include <filesystem>
 
 #include "helpers.h"
-#include "vitlens/image.h"
-#include "vitlens/methods.h"
-#include "vitlens/model_file.h"
-#include "vitlens/scenes.h"
+#include "vitlens/io/image.h"
+#include "vitlens/methods/methods.h"
+#include "vitlens/io/model_file.h"
+#include "vitlens/data/scenes.h"
 
 using namespace vitlens;
 namespace fs = std::filesystem;

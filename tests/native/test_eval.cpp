@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "helpers.h"
-#include "vitlens/error.h"
-#include "vitlens/eval.h"
-#include "vitlens/methods.h"
-#include "vitlens/model_file.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/eval/eval.h"
+#include "vitlens/methods/methods.h"
+#include "vitlens/io/model_file.h"
 
 using namespace vitlens;
 namespace fs = std::filesystem;

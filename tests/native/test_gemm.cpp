@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "helpers.h"
-#include "vitlens/gemm.h"
-#include "vitlens/tensor.h"
+#include "vitlens/tensor/gemm.h"
+#include "vitlens/tensor/tensor.h"
 
 using vitlens::test::fill_random;
 

@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
-#include "vitlens/error.h"
-#include "vitlens/io.h"
-#include "vitlens/methods.h"
-#include "vitlens/model_file.h"
-#include "vitlens/safetensors.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/io.h"
+#include "vitlens/methods/methods.h"
+#include "vitlens/io/model_file.h"
+#include "vitlens/io/safetensors.h"
 
 namespace vitlens::detail {
 // methods_gradient.cpp: the n-point Gauss–Legendre rule on [0, 1], nodes ascending.

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "vitlens/config.h"
-#include "vitlens/error.h"
-#include "vitlens/image.h"
-#include "vitlens/io.h"
-#include "vitlens/limits.h"
-#include "vitlens/npy.h"
+#include "vitlens/model/config.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/image.h"
+#include "vitlens/io/io.h"
+#include "vitlens/tensor/limits.h"
+#include "vitlens/io/npy.h"
 
 using namespace vitlens;
 

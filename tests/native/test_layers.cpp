@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.h"
-#include "vitlens/layers.h"
+#include "vitlens/layers/layers.h"
 
 using namespace vitlens;
 using vitlens::test::check_directional;

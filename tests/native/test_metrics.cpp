@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "vitlens/metrics.h"
+#include "vitlens/metrics/metrics.h"
 
 using namespace vitlens;
 

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
-#include "vitlens/error.h"
-#include "vitlens/model_file.h"
-#include "vitlens/vit.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/model_file.h"
+#include "vitlens/model/vit.h"
 
 using namespace vitlens;
 

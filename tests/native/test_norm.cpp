@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
-#include "vitlens/error.h"
-#include "vitlens/io.h"
-#include "vitlens/methods.h"
-#include "vitlens/norm_maps.h"
-#include "vitlens/safetensors.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/io.h"
+#include "vitlens/methods/methods.h"
+#include "vitlens/methods/norm_maps.h"
+#include "vitlens/io/safetensors.h"
 
 using namespace vitlens;
 using vitlens::test::rel_max_error;

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "vitlens/error.h"
-#include "vitlens/io.h"
-#include "vitlens/limits.h"
-#include "vitlens/npy.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/io.h"
+#include "vitlens/tensor/limits.h"
+#include "vitlens/io/npy.h"
 
 using namespace vitlens;
 

@@ -1,4 +1,4 @@
-// test_parallel.cpp — run_workers and the thread policy (core/include/vitlens/parallel.h).
+// test_parallel.cpp — run_workers and the thread policy (core/include/vitlens/tensor/parallel.h).
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "vitlens/parallel.h"
+#include "vitlens/tensor/parallel.h"
 
 using namespace vitlens;
 

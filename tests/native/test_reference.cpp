@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
-#include "vitlens/error.h"
-#include "vitlens/io.h"
-#include "vitlens/model_file.h"
-#include "vitlens/safetensors.h"
-#include "vitlens/vit.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/io.h"
+#include "vitlens/io/model_file.h"
+#include "vitlens/io/safetensors.h"
+#include "vitlens/model/vit.h"
 
 using namespace vitlens;
 using vitlens::test::rel_max_error;

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "vitlens/error.h"
-#include "vitlens/scenes.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/data/scenes.h"
 
 using namespace vitlens;
 namespace fs = std::filesystem;

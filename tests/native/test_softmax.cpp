@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "helpers.h"
-#include "vitlens/layers.h"
+#include "vitlens/layers/layers.h"
 
 using namespace vitlens;
 

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "helpers.h"
-#include "vitlens/error.h"
-#include "vitlens/image.h"
-#include "vitlens/model_file.h"
-#include "vitlens/scene_eval.h"
-#include "vitlens/train.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/image.h"
+#include "vitlens/io/model_file.h"
+#include "vitlens/eval/scene_eval.h"
+#include "vitlens/train/train.h"
 
 using namespace vitlens;
 namespace fs = std::filesystem;

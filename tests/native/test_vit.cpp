@@ -2,9 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.h"
-#include "vitlens/error.h"
-#include "vitlens/model.h"
-#include "vitlens/vit.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/model/model.h"
+#include "vitlens/model/vit.h"
 
 using namespace vitlens;
 using vitlens::test::check_directional;

@@ -1,7 +1,7 @@
 """vit_ref.py — an independent PyTorch reference of a timm/DeiT-layout Vision Transformer.
 
 Written from the ViT / DeiT papers and the engine's specification (shared METHODS.md,
-core/include/vitlens/model.h); it shares no code with the C++ engine. It provides
+core/include/vitlens/model/model.h); it shares no code with the C++ engine. It provides
   * the configuration of a model (`Config`),
   * the deterministic counter-based weight generator of model.h (`random_params`,
     `random_input`), bit-exact with the engine's float32 values,

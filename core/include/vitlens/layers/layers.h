@@ -1,0 +1,175 @@
+// layers.h — the layer kinds of a ViT, each with its forward and backward pass side by side.
+//
+// Conventions (llm.c style): outputs first, then inputs, then weights, then the cache.
+// Backward functions ADD into parameter gradients (dW, db may be null to skip them) and
+// overwrite the input gradient.
+#pragma once
+
+#include <vector>
+
+#include "vitlens/tensor/tensor.h"
+
+namespace vitlens {
+
+// y = x·Wᵀ + b.  x (n, in), W (out, in), b (out) → y (n, out)
+void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b);
+// dx = dy·W; dW += dyᵀ·x; db += Σ_rows dy
+void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W);
+
+// y = (x − μ)·rstd ⊙ γ + β per row; records μ and rstd = 1/√(var + eps).
+void layernorm_forward(Mat& y, Vec& mean, Vec& rstd, const Mat& x, const Vec& w, const Vec& b,
+                       float eps);
+void layernorm_backward(Mat& dx, Vec* dw, Vec* db, const Mat& dy, const Mat& x, const Vec& mean,
+                        const Vec& rstd, const Vec& w);
+
+// Exact GELU: x·Φ(x) = 0.5·x·(1 + erf(x/√2)).
+float gelu(float x);
+float gelu_grad(float x);  // Φ(x) + x·φ(x)
+void gelu_forward(Mat& y, const Mat& x);
+void gelu_backward(Mat& dx, const Mat& dy, const Mat& x);
+
+// Row-wise softmax in place-safe form: p = softmax(s) per row.
+void softmax_rows(Mat& p, const Mat& s);
+// ds = p ⊙ (dp − Σ_j dp⊙p) per row
+void softmax_rows_backward(Mat& ds, const Mat& dp, const Mat& p);
+
+// Multi-head self-attention core (between the qkv and proj linears), per head h:
+//   S_h = q_h·k_hᵀ/√d_h,  A_h = m_h · softmax(S_h),  ctx_h = A_h·v_h.
+// head_mask (H values 0 or 1) may be null. If override_attn is not null, A_h is taken from it
+// instead (S is still recorded) and the backward pass does not reach q and k.
+void attention_forward(Mat& ctx, std::vector<Mat>& scores, std::vector<Mat>& attn, const Mat& qkv,
+                       int heads, const float* head_mask, const std::vector<Mat>* override_attn);
+// dA_h = dctx_h·v_hᵀ, dv_h = A_hᵀ·dctx_h, dS_h = softmax′ᵀ dA_h (0 for masked or overridden heads),
+// dq_h = dS_h·k_h/√d_h, dk_h = dS_hᵀ·q_h/√d_h.
+void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& dattn,
+                        const Mat& dctx, const Mat& qkv, const std::vector<Mat>& attn, int heads,
+                        const float* head_mask, bool overridden);
+
+// Patches of x as rows (row-major over the grid), each flattened (C, p, p).
+void im2col(Mat& patches, const Image& x, int patch);
+// The adjoint: scatter patch-row gradients back to the image.
+void col2im(Image& dx, const Mat& dpatches, int c, int h, int w, int patch);
+
+// ---------------------------------------------------------------------------------------------
+// Double precision and relevance (the LRP methods; the mechanism is in lrp.h).
+//
+// The LRP rules divide by sums that nearly cancel, so a float32 forward pass moves their maps by
+// O(0.1) on a DeiT-tiny-shaped model. The LRP methods therefore recompute the forward pass in
+// double from the float weights and propagate relevance on it (see LrpScratch for which parts are
+// double). Relevance functions write the relevance at the layer's input(s) (first arguments) from
+// the relevance R at its output and the activations of the double forward.
+
+// Reusable capacity for the double-precision and relevance functions (no state between calls:
+// only buffers, so that large temporaries are not reallocated for every layer).
+//
+// Precision: activations and denominators Z are double (the double forward's products run in
+// double too, gemm.h); the quotients S = R/Z are formed in double and rounded to float for the
+// products that carry them through the weights (S·W, S·vᵀ, S·k, …), which run in float, as does
+// |x|·|W|ᵀ (the αβ denominator: a sum of non-negative terms, no cancellation). The pass is linear
+// in R for fixed activations, so float rounding there stays at the 1e-7 level of each term,
+// whereas an error in a nearly cancelling Z (a + b in the adds, q·kᵀ, A·v) is amplified without
+// bound — only the latter needs double (measured on DeiT-tiny: transformer-attribution and lrp
+// stay within 5e-6 of the float64 reference either way, and the Chefer pass runs 2.5× faster in
+// wasm with float products).
+struct LrpScratch {
+  MatD wd;  // a weight matrix in double (the double forward's x·Wᵀ)
+  Mat w;   // [W | |W|] or [W | W⁺], exact float copies of the weights; the rows of A (attention)
+  Mat a;   // float left operand of a product (|x| or S)
+  Mat p;   // float product
+  Mat q;   // float copy of qkv: the right operands of the attention core's products
+  MatD z;  // denominators Z
+  MatD s;  // S = R / Z (patch embedding)
+  MatD t;  // products with S in double (patch embedding); the softmax rule's output (attention)
+  MatD u;  // scores (attention core)
+};
+
+// Chefer's safe_divide: a / (b + 1e-9) where b ≠ 0, exactly 0 where b = 0 (not sign-aware; where
+// b + 1e-9 rounds to 0, the divisor is 1e-9). Inline and branch-free: the relevance loops call it
+// per element and vectorise with it.
+inline double safe_divide(double a, double b) {
+  const double den = b + 1e-9;
+  const double q = a / (den == 0.0 ? 1e-9 : den);
+  return b == 0.0 ? 0.0 : q;
+}
+// The sign-aware epsilon stabiliser of AttnLRP: z + ε·sign(z), sign(0) = +1, ε = 1e-6.
+inline double stabilise(double z) { return z >= 0.0 ? z + 1e-6 : z - 1e-6; }
+
+// The number of leading rows of R that hold all its nonzero entries. Every rule maps a zero row
+// of R to zero relevance, so the relevance functions compute only these rows: at the last block,
+// until the attention, R is nonzero only at the CLS token (row 0).
+int relevance_rows(const MatD& r);
+
+enum class LinearRule {
+  alpha1beta0,  // LRP-αβ, α=1 β=0, one shared denominator, bias ignored (Bach 2015; Chefer 2021)
+  epsilon,      // LRP-ε with the bias in the denominator (Bach 2015; AttnLRP)
+};
+// y = x·Wᵀ + b in double.  x (n, in), W (out, in) → y (n, out)
+void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, LrpScratch& s);
+// R_in (n, in) from R (n, out); x the layer input, y = x·Wᵀ + b its output (both from the double
+// forward).
+void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W,
+                      const Vec& b, LinearRule rule, LrpScratch& s);
+
+enum class LayerNormRule {
+  identity,          // Chefer 2021: relevance passes unchanged
+  epsilon_centring,  // AttnLRP: ε rule through the mean-centring, 1/std and γ constant
+};
+void layernorm_forward(MatD& y, VecD& rstd, const MatD& x, const Vec& w, const Vec& b, double eps);
+// x (n, d) the input, y (n, d) the output, rstd (n) from the forward.
+void layernorm_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const VecD& rstd,
+                         const Vec& w, LayerNormRule rule);
+
+// GELU in double (relevance passes unchanged through GELU in both rule sets).
+void gelu_forward(MatD& y, const MatD& x);
+
+void softmax_rows(MatD& p, const MatD& s);
+// The attention core in double: A_h = softmax(q_h·k_hᵀ/√d_h), ctx_h = A_h·v_h.
+void attention_forward(MatD& ctx, std::vector<MatD>& attn, const MatD& qkv, int heads);
+
+enum class ProductRule {
+  halved,        // Chefer 2021: S = R/Z per operand, both results halved
+  epsilon_half,  // AttnLRP: ε rule on 2Z, each operand gets half
+};
+enum class SoftmaxRule {
+  identity,  // Chefer 2021
+  attnlrp,   // AttnLRP: R_in = s ⊙ (R − p·ΣR) per row
+};
+// A view of whole rows of a MatD (e.g. its first rows), without a copy.
+using RowsD = Eigen::Ref<const MatD, 0, Eigen::OuterStride<>>;
+// R_in (rows, n) at the scores from R (rows, n) at the probabilities; s the scores, p the
+// probabilities (the attention core passes its query rows that carry relevance).
+void softmax_relevance(MatD& r_in, const RowsD& r, const RowsD& s, const RowsD& p, SoftmaxRule rule);
+
+// Σ relevance at each step of the attention core, for the conservation report.
+struct AttentionRelevanceSums {
+  double attn = 0, v = 0;  // after the A·v product rule
+  double scores = 0;       // after the softmax rule
+  double q = 0, k = 0;     // after the q·kᵀ product rule
+};
+// The attention core from R_ctx (n, d) back to R_qkv (n, 3d), through A·v (product rule),
+// softmax (softmax rule) and q·kᵀ (product rule, on Z = q·kᵀ without the 1/√d_h factor, which
+// passes relevance unchanged). r_attn (H × (n, n)) receives R_A, taken right after the A·v rule.
+AttentionRelevanceSums attention_relevance(MatD& r_qkv, std::vector<MatD>& r_attn,
+                                           const MatD& r_ctx, const MatD& qkv,
+                                           const std::vector<MatD>& attn, const MatD& ctx,
+                                           int heads, ProductRule product, SoftmaxRule softmax,
+                                           LrpScratch& s);
+
+enum class AddRule {
+  normalised,  // Chefer 2021: split by a:b, then both sums rescaled so that ΣR is kept
+  epsilon,     // AttnLRP: the ε rule applied to a sum
+};
+// out = a + b: R_a, R_b (each the shape of a) from R.
+void add_relevance(MatD& r_a, MatD& r_b, const MatD& r, const MatD& a, const MatD& b, AddRule rule);
+
+enum class PatchRule {
+  z_b,      // z^B with L, H = min, max of the normalised image (Montavon et al. 2017)
+  epsilon,  // the patch embedding as a Linear with the ε rule (AttnLRP)
+};
+// From R_embed (P, d) at the patch embedding's output to the pixels: returns Σ_c R, (H, W).
+// patches (P, C·p·p) and embed (P, d) = patches·Wᵀ + b from the double forward.
+void patch_embed_relevance(MatD& pixel_map, const MatD& r, const MatD& patches, const MatD& embed,
+                           const Mat& W, const Vec& b, PatchRule rule, int c, int h, int w,
+                           int patch, LrpScratch& s);
+
+}  // namespace vitlens

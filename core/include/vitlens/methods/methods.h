@@ -1,0 +1,167 @@
+// methods.h — the attribution methods: one entry point, a registry, and what they return.
+//
+// Every method is specified in shared METHODS.md and matched against an independent float64
+// reference (tests/reference/methods_ref.py). A method returns the raw, unnormalised token map
+// ((H/p)×(W/p): row 0 of an n×n matrix without column 0, reshaped row-major) and a pixel map
+// (H×W): the token map upsampled bilinearly with half-pixel centres (align_corners=False) for the
+// token methods, the native input-level map for lrp and attnlrp. Min-max normalisation is left
+// to display code and to the metrics that ask for it.
+//
+// Families: attention (methods_attention.cpp: raw-attention, rollout, attn-gradcam, grad-rollout)
+// and LRP (methods_lrp.cpp over the mechanism of lrp.h: transformer-attribution, partial-lrp,
+// lrp, attnlrp). Registry, dispatch and upsampling: methods.cpp.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "vitlens/relevance/lrp.h"
+#include "vitlens/model/model.h"
+#include "vitlens/tensor/tensor.h"
+#include "vitlens/model/vit.h"
+
+namespace vitlens {
+
+enum class HeadFusion { mean, max, min };
+
+// integrated-gradients: where on each of the n sub-intervals of [0, 1] the gradient is taken
+// (left, right, middle), or the n-point Gauss–Legendre rule on [0, 1].
+enum class Quadrature { left, right, middle, gauss_legendre };
+
+// norm-based: how far through a block the additive decomposition is carried (Kobayashi et al.):
+// attention only, + residual, + LayerNorm 2, + feed-forward, the whole block (+ 2nd residual).
+enum class NormStage { atb, atb_res, atb_res_ln, atb_res_ln_ff, layer };
+
+// Progress of a long method: called with the fraction done (0…1) between units of work; return
+// false to stop, and the method throws Error(cancelled). Called on the calling thread only, and
+// never copied on another (in wasm it may hold a JS function, which belongs to its thread).
+using ProgressFn = std::function<bool(double fraction)>;
+
+struct MethodOptions {
+  int target = -1;            // class to explain; −1 = the arg-max class
+  int start_layer = 0;        // rollout, transformer-attribution: first block (0-based) of the product
+  HeadFusion head_fusion = HeadFusion::mean;  // rollout
+  double discard_ratio = 0.0;  // rollout: fraction of the fused matrix zeroed, in [0, 1]
+  int block = -1;             // transformer-attribution: one block only (−1 = the rollout over all)
+  bool use_grad = true;       // transformer-attribution: false = the paper's "without gradients"
+  bool want_intermediates = false;  // fill Explanation::blocks
+  int steps = 0;              // attattr: m (default 20); integrated-gradients: n (default 32); 0 = default
+  Quadrature quadrature = Quadrature::gauss_legendre;  // integrated-gradients
+  const Image* baseline = nullptr;  // integrated-gradients: nullptr = black (0 before normalisation)
+  std::string inner = "saliency";   // smoothgrad: the wrapped method
+  int samples = 0;            // smoothgrad: noisy copies (0 = default)
+  double noise = 0.15;        // smoothgrad: σ as a fraction of the input's range
+  uint64_t seed = 0;          // smoothgrad: the noise stream
+  NormStage stage = NormStage::layer;  // norm-based: the stage whose per-block maps are rolled out
+  int threads = 1;            // independent evaluations (IG steps, attattr batches) on this many threads
+  ProgressFn progress;        // long methods report progress and can be cancelled (see ProgressFn)
+};
+
+// Bits of MethodInfo::options: which MethodOptions fields a method reads (the others are ignored).
+enum MethodOption : unsigned {
+  opt_target = 1u << 0,
+  opt_start_layer = 1u << 1,
+  opt_head_fusion = 1u << 2,
+  opt_discard_ratio = 1u << 3,
+  opt_block = 1u << 4,
+  opt_use_grad = 1u << 5,
+  opt_steps = 1u << 6,
+  opt_quadrature = 1u << 7,
+  opt_baseline = 1u << 8,
+  opt_smooth = 1u << 9,   // inner, samples, noise, seed
+  opt_stage = 1u << 10,
+};
+
+struct MethodInfo {
+  const char* name;
+  const char* description;  // one line
+  const char* paper;
+  unsigned options;         // MethodOption bits
+  bool class_specific;      // the map depends on the target class
+  bool reports_relevance;   // fills Explanation::conservation (an LRP method)
+  bool conserves;           // Σ relevance should stay equal to the seed (Chefer's rules, down to E0)
+  bool native_pixels;       // the pixel map is computed at the input, not upsampled
+  bool long_running;        // many passes (integrated gradients, smoothing): reports progress
+};
+
+// Every method, in the order the CLI and the page list them.
+const std::vector<MethodInfo>& method_registry();
+// nullptr if there is no such method.
+const MethodInfo* find_method(const std::string& name);
+
+// Per-block views for teaching (head means, all (n, n); a field is empty when the method does not
+// compute it for that block).
+struct BlockIntermediates {
+  Mat attn;         // E_h[A_b]
+  Mat grad;         // E_h[∇A_b], ∇A_b = ∂y_t/∂A_b
+  Mat relevance;    // E_h[R_{A_b}]
+  std::vector<Mat> relevance_heads;  // H × (n, n): R_{A_b,h} of each head (LRP methods)
+  Mat step;         // this block's factor of the product: rownorm(fuse(A_b) + I) for rollout,
+                    // I + Ā_b for grad-rollout and transformer-attribution (Ā_b alone for a
+                    // single-block ablation)
+  Mat accumulated;  // the product of the steps from the first block used up to this one
+};
+
+// attattr (Hao et al. 2021), block l: Attr_l = A_l ⊙ (1/m)·Σ_k ∂F(α_k·A_l)/∂A_l.
+struct AttAttrBlock {
+  std::vector<Mat> attr;  // H × (n, n)
+};
+
+// norm-based (Kobayashi et al.), one block: the maps N[i, j] = ‖z_{i←j}‖₂ at each stage, and the
+// mixing ratio r_i per stage (index: NormStage).
+struct NormBlock {
+  Mat maps[5];   // (n, n) per stage
+  Vec mixing[5]; // (n) per stage
+};
+
+// Integrated gradients: Σ attr against F(x) − F(x') (Sundararajan et al. 2017, completeness).
+struct Completeness {
+  double attribution_sum = 0, f_input = 0, f_baseline = 0;
+  double gap() const { return attribution_sum - (f_input - f_baseline); }
+};
+
+struct Explanation {
+  std::string method;
+  int target = -1;
+  Mat token_map;  // (H/p, W/p) raw
+  Mat pixel_map;  // (H, W)
+  ConservationReport conservation;  // LRP methods only (see lrp.h)
+  std::vector<BlockIntermediates> blocks;  // (L) when MethodOptions::want_intermediates
+  std::vector<AttAttrBlock> attattr;       // (L) attattr only
+  std::vector<NormBlock> norm;             // (L) norm-based only
+  bool has_completeness = false;           // integrated-gradients (and smoothgrad over it)
+  Completeness completeness;
+};
+
+// What the methods share for one input, owned by the caller: the forward trace, the gradient of
+// the target logit, the double-precision trace and the relevance passes. Each is computed on
+// first use and reused by later calls (the all-methods grid runs every pass once).
+struct ExplainState {
+  Trace trace;            // the float forward pass of the input
+  int grads_target = -1;  // the class `grads` was computed for (−1: none)
+  Grads grads;
+  bool has_trace_d = false;
+  TraceD trace_d;
+  RelevancePass chefer, attnlrp;
+
+  // Runs the forward pass of x and forgets everything derived from a previous input.
+  void set_input(const Model& m, const Image& x);
+  // Forgets everything derived from `trace` (call after filling `trace` yourself).
+  void clear_derived();
+};
+
+// Explains `x` with `method`. Throws Error(bad_argument) for an unknown method or an option out
+// of range (target class, start layer, block, discard ratio), Error(bad_shape) for a wrong input.
+Explanation explain(const Model& m, const Image& x, const std::string& method,
+                    const MethodOptions& opt = {});
+// The same on the input whose forward pass `state` holds (see ExplainState::set_input).
+Explanation explain(const Model& m, ExplainState& state, const std::string& method,
+                    const MethodOptions& opt = {});
+
+// Bilinear resize with half-pixel centres (PyTorch's align_corners=False, source coordinates
+// clamped at 0): in (h, w) → (out_h, out_w).
+Mat upsample_bilinear(const Mat& in, int out_h, int out_w);
+
+}  // namespace vitlens

@@ -1,0 +1,74 @@
+// norm_maps.h — the norm-based decomposition of a block (Kobayashi et al., EMNLP 2020, EMNLP 2021,
+// ICLR 2024), one query row at a time. The method `norm-based` (methods_norm.cpp) is built on
+// these functions; they are public so that tests and the page can look at the pieces themselves.
+//
+// For block b with input tokens x_j (the sources), every stage s of the block's computation is
+// written as an additive decomposition  z_i = Σ_j z_{i←j} + bias_i  that reproduces the actual
+// activation exactly (up to rounding):
+//   atb            a_{i←j}  = Σ_h A_h[i, j]·((LN1(x_j)·W_V^hᵀ + b_V^h)·W_O^hᵀ)      bias b_O
+//                  (β1 and b_V stay in the pieces: they are part of the value transform of x_j;
+//                  as each row of A_h sums to 1 their total share is the constant Σ_h b_V^h·W_O^hᵀ)
+//                  Σ = attn_out_i
+//   atb-res        x'_{i←j} = a_{i←j} + δ_ij·x_i                                    bias b_O
+//                  Σ = x'_i (BlockTrace::x_mid)
+//   atb-res-ln     g_{i←j}  = γ2 ⊙ (x'_{i←j} − mean(x'_{i←j}))·rstd2_i, rstd2_i = 1/sqrt(var(x'_i)
+//                  + eps) of the whole pre-LN vector;   bias γ2 ⊙ (b_O − mean(b_O))·rstd2_i + β2
+//                  Σ = LN2(x'_i)
+//   atb-res-ln-ff  f_{i←j}  = (h_{i←j} ⊙ Φ(h_i))·W2ᵀ, h_{i←j} = g_{i←j}·W1ᵀ, h_i the actual
+//                  pre-activation (b1 included). This is integrated gradients on the exact GELU
+//                  with a zero baseline in closed form: GELU(h)/h = Φ(h) (so the h → 0 limit 1/2
+//                  needs no special case). b1 rides with the LN bias piece:
+//                  bias (hb_i ⊙ Φ(h_i))·W2ᵀ + b2, hb_i = bias_ln_i·W1ᵀ + b1.   Σ = mlp_out_i
+//   layer          y_{i←j}  = x'_{i←j} + f_{i←j};       bias b_O + bias_ff_i;   Σ = x_{b+1, i}
+// Map N_s[i, j] = ‖z_{i←j}‖₂; mixing ratio r_i = ‖Σ_{j≠i} z_{i←j}‖ / (‖Σ_{j≠i} z_{i←j}‖ + ‖z_{i←i}‖)
+// (pieces only, the bias term excluded; 0 when both norms are 0).
+//
+// Memory: the per-block tables hold H·n·d values (the value vectors through W_O, per head) and
+// H·n·mlp (the same, centred, scaled by γ2 and through W1), linear in n; a row holds 5 (n, d)
+// pieces and one (n, mlp) scratch. No H×n×n×d (or n×n×d) array is ever formed.
+#pragma once
+
+#include <vector>
+
+#include "vitlens/methods/methods.h"
+#include "vitlens/model/model.h"
+#include "vitlens/tensor/tensor.h"
+#include "vitlens/model/vit.h"
+
+namespace vitlens {
+
+constexpr int norm_stage_count = 5;  // NormStage: atb, atb_res, atb_res_ln, atb_res_ln_ff, layer
+
+// "atb", "atb-res", "atb-res-ln", "atb-res-ln-ff", "layer".
+const char* norm_stage_name(NormStage s);
+
+// What one block's decomposition needs, computed once per block from the trace and the weights.
+struct NormTables {
+  int block = -1;
+  std::vector<MatD> value_out;  // H × (n, d)    V_h' = v_h·W_O^hᵀ (b_V included, b_O not)
+  std::vector<Mat> value_ff;    // H × (n, mlp)  (γ2 ⊙ centre(V_h'))·W1ᵀ
+  Mat x_ff;                     // (n, mlp)      (γ2 ⊙ centre(x))·W1ᵀ, the residual's share
+  Mat phi;                      // (n, mlp)      Φ(h_i) = GELU(h_i)/h_i at the actual pre-activation
+  VecD ln_bias_core;            // (d)           γ2 ⊙ (b_O − mean(b_O)), scaled by rstd2_i per row
+};
+
+void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block);
+
+// The pieces of one query row i of a block, per stage (index: NormStage).
+struct NormRow {
+  MatD pieces[norm_stage_count];  // (n, d)  row j = z_{i←j}
+  VecD bias[norm_stage_count];    // (d)     the bias term
+  Mat scratch;                    // (n, mlp) h_{i←j} ⊙ Φ(h_i), reused between rows
+};
+
+// Fills `r` for query row i of t.block (re-using its buffers).
+void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, int i);
+
+// Convenience for tests and the page: the tables of `block` and the pieces of row i.
+NormRow norm_row_pieces(const Model& m, const Trace& tr, int block, int i);
+
+// One block's maps and mixing ratios (all stages), streaming the rows; rows [0, n) are split
+// over `threads` workers (1 in wasm); each row is computed the same way whatever the split.
+NormBlock norm_block(const Model& m, const Trace& tr, int block, int threads = 1);
+
+}  // namespace vitlens

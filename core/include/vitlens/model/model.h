@@ -1,0 +1,82 @@
+// model.h — a loaded ViT: its config and its parameters.
+//
+// Field names follow the timm checkpoint keys they come from (blocks.N.attn.qkv.weight →
+// BlockParams::qkv_w). A Model is immutable once built and can be shared between threads and
+// calls; everything a call computes lives in a Trace owned by the caller.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "vitlens/model/config.h"
+#include "vitlens/tensor/tensor.h"
+
+namespace vitlens {
+
+struct BlockParams {
+  Vec norm1_w, norm1_b;  // (d)          blocks.N.norm1.{weight,bias}
+  Mat qkv_w;             // (3d, d)      blocks.N.attn.qkv.weight, rows: q | k | v
+  Vec qkv_b;             // (3d)
+  Mat proj_w;            // (d, d)       blocks.N.attn.proj.weight
+  Vec proj_b;            // (d)
+  Vec norm2_w, norm2_b;  // (d)
+  Mat fc1_w;             // (mlp, d)     blocks.N.mlp.fc1.weight
+  Vec fc1_b;             // (mlp)
+  Mat fc2_w;             // (d, mlp)     blocks.N.mlp.fc2.weight
+  Vec fc2_b;             // (d)
+};
+
+struct Params {
+  Mat patch_w;    // (d, C·p·p)  patch_embed.proj.weight, flattened (C, p, p)
+  Vec patch_b;    // (d)
+  Vec cls_token;  // (d)         cls_token
+  Mat pos_embed;  // (n, d)      pos_embed
+  std::vector<BlockParams> blocks;  // (L)
+  Vec norm_w, norm_b;  // (d)    norm.{weight,bias}
+  Mat head_w;     // (classes, d) head.weight
+  Vec head_b;     // (classes)
+};
+
+// One parameter tensor seen through its checkpoint name. `quantisable` marks the linear and
+// patch-embedding weights, stored int8 per output channel in int8 model files.
+struct ParamRef {
+  std::string name;          // timm key, e.g. "blocks.3.mlp.fc1.weight"
+  float* data;
+  std::vector<int> shape;    // checkpoint shape, e.g. {mlp, d}; patch weight {d, C, p, p}
+  size_t size;
+  bool quantisable;
+};
+
+// Allocates every tensor with the shapes the config implies, zero-filled.
+Params params_zeros(const Config& cfg);
+
+// Every parameter tensor, in file order. The pointers stay valid while `p` is not resized.
+std::vector<ParamRef> param_list(Params& p, const Config& cfg);
+
+int64_t param_count(const Config& cfg);
+
+struct Model {
+  Config config;
+  Params params;
+  std::string provenance;  // free text: where the weights came from
+  bool stored_int8 = false;  // weights were dequantised from int8 on load
+};
+
+// Random weights from a counter-based generator that a test reference reproduces exactly
+// (tests/reference/vit_ref.py): element i of the k-th tensor of param_list gets
+//   z = splitmix64(seed·0x100000001B3 + (k << 32) + i)   (mod 2^64)
+//   u = (z >> 40) · 2^-24                                  (uniform in [0, 1), exact in f32)
+//   value = a·(2u − 1) (+ 1 for LayerNorm weights), where a is
+//   √(3/fan_in) for quantisable weights and the head (fan_in = product of dims after the first),
+//   0.2 for LayerNorm weights, 0.1 for biases (LayerNorm biases included), 0.5 for cls/pos.
+// Used for the benchmark shape and tests.
+Model random_model(const Config& cfg, uint64_t seed);
+
+// splitmix64, the mixing function above.
+uint64_t splitmix64(uint64_t x);
+
+// A random normalised input with the same generator (tensor index k = 0xFFFF, a = 1).
+Image random_input(const Config& cfg, uint64_t seed);
+
+}  // namespace vitlens

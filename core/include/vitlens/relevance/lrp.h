@@ -1,0 +1,120 @@
+// lrp.h — the LRP mechanism: rule sets as data, the double-precision trace they run on, and the
+// relevance pass that walks it from the logits down to the pixels.
+//
+// As in Zennit, a rule set only names which rule each layer kind uses (`LrpRules`); one routine
+// (`lrp_propagate`) applies it, calling each layer's relevance function from that layer's file
+// (layers.h). Chefer et al. 2021 and AttnLRP (Achtibat et al. 2024) are two instances.
+//
+// Why double: the rules divide by sums that nearly cancel (a + b in the adds, the entries of
+// q·kᵀ in the products, with only a 1e-9 stabiliser), so on a DeiT-tiny-shaped model a float32
+// forward moves the transformer-attribution map by ~0.1 of its maximum. The pass therefore runs
+// on a forward pass recomputed in double from the float weights and input (`lrp_forward`).
+//
+// Deliberately not here: the methods' maps (methods_lrp.cpp) and any gradient (vit.h).
+#pragma once
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "vitlens/layers/layers.h"
+#include "vitlens/model/model.h"
+#include "vitlens/tensor/tensor.h"
+
+namespace vitlens {
+
+enum class SeedRule {
+  one_hot,  // 1.0 at the target (Chefer et al. 2021)
+  logit,    // the target's logit value (AttnLRP)
+};
+
+// Which rule each layer kind takes. GELU and dropout pass relevance unchanged in both sets.
+struct LrpRules {
+  const char* name;
+  SeedRule seed;
+  LinearRule linear;  // head, qkv, proj, fc1, fc2
+  AddRule add;        // the residual adds and the position-embedding add
+  ProductRule product;  // A·v and q·kᵀ
+  SoftmaxRule softmax;
+  LayerNormRule layernorm;
+  PatchRule patch;    // the patch embedding, down to the pixels
+};
+
+// Chefer, Gur & Wolf, CVPR 2021: αβ linears, normalised adds, halved products, identity
+// softmax / LayerNorm, one-hot seed, z^B at the pixels.
+extern const LrpRules kCheferRules;
+// AttnLRP (Achtibat et al., ICML 2024): ε linears (bias in the denominator), ε adds, ε products
+// on 2Z, the softmax Taylor rule, ε through the LayerNorm centring, the logit as seed.
+extern const LrpRules kAttnLrpRules;
+
+// The forward pass in double precision: what the relevance rules read.
+struct BlockTraceD {
+  MatD x;                  // (n, d)   block input x_b
+  MatD ln1;                // (n, d)
+  VecD ln1_rstd;           // (n)
+  MatD qkv;                // (n, 3d)
+  std::vector<MatD> attn;  // H × (n, n) post-softmax
+  MatD ctx;                // (n, d)
+  MatD attn_out;           // (n, d)
+  MatD x_mid;              // (n, d)   x_b + attn_out
+  MatD ln2;                // (n, d)
+  VecD ln2_rstd;           // (n)
+  MatD fc1;                // (n, mlp) pre-activation
+  MatD act;                // (n, mlp) GELU(fc1)
+  MatD mlp_out;            // (n, d)
+};
+
+struct TraceD {
+  MatD patches;       // (P, C·p·p)
+  MatD embed;         // (P, d)   patches·Wᵀ + b
+  MatD tokens_nopos;  // (n, d)   [cls; embed]
+  std::vector<BlockTraceD> blocks;  // (L); block b+1's x is block b's output
+  MatD x_final;       // (n, d)
+  MatD ln_f;          // (n, d)
+  VecD lnf_rstd;      // (n)
+  VecD logits;        // (classes)
+};
+
+// Recomputes the forward pass of `x` in double from the model's float weights.
+void lrp_forward(TraceD& t, const Model& m, const Image& x);
+
+// One layer's line of the conservation report: Σ of the relevance arriving at the layer and Σ
+// of the relevance it passes to all its inputs. Layer names follow the reference
+// (tests/reference/methods_ref.py): head, pool, norm, blocks.N.{add2, mlp.fc2, mlp.act, mlp.fc1,
+// norm2, clone2, add1, attn.proj, attn.A_v, attn.softmax, attn.q_kT, attn.qkv, norm1, clone1},
+// pos_embed.add, drop_cls, patch_embed.
+struct LayerRelevance {
+  std::string layer;
+  double relevance_out;
+  double relevance_in;
+};
+
+struct ConservationReport {
+  double seed_sum = 0;
+  std::vector<LayerRelevance> layers;    // in propagation order, as far as the pass went
+  std::vector<double> block_input_sums;  // (L) Σ R at each block's input; NaN if not reached
+  double tokens_sum = std::numeric_limits<double>::quiet_NaN();  // Σ R at E0, if reached
+  double image_sum = std::numeric_limits<double>::quiet_NaN();   // Σ R at the pixels, if reached
+};
+
+// One rule set's pass for one target, carried top-down only as far as the methods asked so far;
+// a later call that needs more continues from where it stopped.
+struct RelevancePass {
+  int target = -1;              // -1: not started
+  int next_block = -1;          // the next block to propagate through (−1: all done)
+  MatD r;                       // (n, d) relevance at the output of block next_block
+  std::vector<std::vector<MatD>> r_attn;  // (L) × H × (n, n) R_A; empty for blocks not reached
+  bool at_pixels = false;
+  MatD pixel_map;               // (H, W) Σ_c R at the input, when at_pixels
+  ConservationReport report;
+  LrpScratch scratch;
+};
+
+// Extends `pass` (restarting it if its target differs) through every block ≥ down_to_block, then
+// through the position-embedding add and the patch embedding if to_pixels (which needs
+// down_to_block = 0). After it, the report's tokens_sum and `r` hold E0's relevance once block 0
+// is done.
+void lrp_propagate(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules,
+                   int target, int down_to_block, bool to_pixels);
+
+}  // namespace vitlens

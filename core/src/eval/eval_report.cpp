@@ -1,0 +1,247 @@
+// eval_report.cpp — the benchmark's reports: a markdown table in the layout of Chefer et al.'s
+// tables (methods as rows, the perturbation AUCs for the predicted and the target class, then the
+// segmentation figures), a CSV with every figure and curve point, and SVG plots of the
+// perturbation curves drawn here (no plotting dependency).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "vitlens/eval/eval.h"
+
+namespace vitlens {
+
+namespace {
+
+bool is_baseline(const std::string& name) { return name == eval_random || name == eval_oracle; }
+
+std::string fmt(const char* format, double v) {
+  if (!std::isfinite(v)) return "–";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+const char* kDirection[2] = {"positive", "negative"};
+const char* kMapClass[2] = {"predicted", "target"};
+
+// A column of the markdown table: its header, how a method's value is read and printed, and
+// whether higher is better (for the bold best entry; 0 = not ranked).
+struct Column {
+  const char* header;
+  double (*value)(const EvalMethodSummary&);
+  const char* format;
+  int better;  // +1 higher, −1 lower, 0 none
+};
+
+const Column kColumns[] = {
+    {"Neg. AUC ↑ predicted", [](const EvalMethodSummary& m) { return m.auc[0][1]; }, "%.2f", +1},
+    {"Neg. AUC ↑ target", [](const EvalMethodSummary& m) { return m.auc[1][1]; }, "%.2f", +1},
+    {"Pos. AUC ↓ predicted", [](const EvalMethodSummary& m) { return m.auc[0][0]; }, "%.2f", -1},
+    {"Pos. AUC ↓ target", [](const EvalMethodSummary& m) { return m.auc[1][0]; }, "%.2f", -1},
+    {"Pixel acc. ↑", [](const EvalMethodSummary& m) { return 100.0 * m.pixel_acc; }, "%.2f", +1},
+    {"mIoU ↑", [](const EvalMethodSummary& m) { return 100.0 * m.miou; }, "%.2f", +1},
+    {"mAP ↑", [](const EvalMethodSummary& m) { return 100.0 * m.map; }, "%.2f", +1},
+    {"Class share ↑", [](const EvalMethodSummary& m) { return 100.0 * m.share; }, "%.2f", +1},
+    {"Pointing ↑", [](const EvalMethodSummary& m) { return 100.0 * m.pointing; }, "%.2f", +1},
+    {"int8–f32 ρ ↑", [](const EvalMethodSummary& m) { return m.rho; }, "%.4f", +1},
+    {"ms / image", [](const EvalMethodSummary& m) { return m.ms; }, "%.2f", 0},
+};
+
+}  // namespace
+
+std::string eval_svg_name(int c, int d) {
+  return std::string("perturbation_") + kDirection[d] + "_" + kMapClass[c] + ".svg";
+}
+
+std::string eval_markdown(const EvalSummary& s, const std::string& title, const std::string& command) {
+  std::string md = "# Faithfulness benchmark: " + title + "\n\n";
+  char buf[640];
+  std::snprintf(buf, sizeof buf,
+                "%d held-out test scenes: %d single-item scenes for the perturbation and segmentation tests, "
+                "%d two-item scenes (%d maps, one per item) for the class-specific share and the pointing game, "
+                "all %d for ρ and the latency.\n\n",
+                s.n, s.single, s.two, 2 * s.two, s.n);
+  md += buf;
+  md += "| Method |";
+  for (const Column& col : kColumns) md += std::string(" ") + col.header + " |";
+  md += "\n|---|";
+  for (size_t i = 0; i < std::size(kColumns); ++i) md += "---:|";
+  md += "\n";
+  // The best printed value per ranked column among the registry methods.
+  std::vector<std::string> best(std::size(kColumns));
+  for (size_t k = 0; k < std::size(kColumns); ++k) {
+    const Column& col = kColumns[k];
+    if (!col.better) continue;
+    double top = NAN;
+    for (const EvalMethodSummary& m : s.methods) {
+      if (is_baseline(m.method)) continue;
+      const std::string text = fmt(col.format, col.value(m));
+      if (text == "–") continue;
+      const double v = std::stod(text);
+      if (std::isnan(top) || v * col.better > top * col.better) top = v;
+    }
+    if (!std::isnan(top)) best[k] = fmt(col.format, top);
+  }
+  for (int pass = 0; pass < 2; ++pass)  // the methods, then the baselines
+    for (const EvalMethodSummary& m : s.methods) {
+      if (is_baseline(m.method) != (pass == 1)) continue;
+      md += pass ? "| *" + m.method + "* |" : "| " + m.method + " |";
+      for (size_t k = 0; k < std::size(kColumns); ++k) {
+        const std::string text = fmt(kColumns[k].format, kColumns[k].value(m));
+        md += !pass && text == best[k] ? " **" + text + "** |" : " " + text + " |";
+      }
+      md += "\n";
+    }
+  const EvalMethodSummary& any = s.methods.front();
+  md += "\n- Perturbation AUC: accuracy (the arg-max class equals the item's class) over 0–90 % of the "
+        "pixels removed, trapezoid × 100 (at most 90); clean single-item accuracy (p = 0): " +
+        fmt("%.2f", 100.0 * any.acc[0][0][0]) +
+        " %. Maps of the predicted or of the ground-truth (target) class; pixels removed most relevant "
+        "first (positive, lower is better) or least relevant first (negative, higher is better).\n"
+        "- Segmentation (predicted-class map against the item's mask; the min-max map > its mean is "
+        "foreground): pixel accuracy, mIoU of background and foreground, mAP of [1−m, m], in %.\n"
+        "- Class share: positive relevance on the explained item over that on both items, %. Pointing: "
+        "the map's maximum lies inside the explained item, %.\n"
+        "- ρ: Spearman between the two models' maps, mean over scenes. ms / image: median time of one "
+        "predicted-class map after the forward pass, which all methods of a scene share (median " +
+        fmt("%.2f", s.forward_ms) +
+        " ms). Timings depend on the machine and its load; every other figure is deterministic.\n"
+        "- Bold: the best attribution method per column. *random* (uniform per pixel) and *oracle* (the "
+        "item's mask) are baselines.\n";
+  int nonfinite = 0;
+  for (const EvalMethodSummary& m : s.methods) nonfinite += m.nonfinite;
+  if (nonfinite) {
+    md += "\nMaps with NaN or ±Inf (set to 0):";
+    for (const EvalMethodSummary& m : s.methods)
+      if (m.nonfinite) md += " " + m.method + " " + std::to_string(m.nonfinite) + ";";
+    md += "\n";
+  }
+  md += "\nPerturbation curves: ";
+  for (int c = 0; c < 2; ++c)
+    for (int d = 0; d < 2; ++d) md += std::string(c || d ? ", " : "") + "[" + eval_svg_name(c, d) + "](" + eval_svg_name(c, d) + ")";
+  md += "; every figure: results.csv; per scene: scenes.jsonl.\n";
+  if (!command.empty()) md += "\nRegenerate (resumes from scenes.jsonl in the output folder):\n\n```sh\n" + command + "\n```\n";
+  return md;
+}
+
+std::string eval_csv(const EvalSummary& s) {
+  std::string csv =
+      "method,perturbation_scenes,segmentation_scenes,class_maps,rho_scenes,timed,nonfinite,"
+      "neg_auc_predicted,neg_auc_target,pos_auc_predicted,pos_auc_target,pixel_accuracy,iou_background,"
+      "iou_foreground,miou,map,class_share,pointing,rho,ms_median";
+  for (int c = 0; c < 2; ++c)
+    for (int d = 0; d < 2; ++d)
+      for (int st = 0; st < perturbation_steps; ++st) {
+        char col[64];
+        std::snprintf(col, sizeof col, ",acc_%s_%s_p%02d", kDirection[d], kMapClass[c], 10 * st);
+        csv += col;
+      }
+  csv += "\n";
+  auto num = [](double v) { return std::isfinite(v) ? fmt("%.6f", v) : std::string(); };
+  for (const EvalMethodSummary& m : s.methods) {
+    csv += m.method + "," + std::to_string(m.perturbation_scenes) + "," + std::to_string(m.segmentation_scenes) +
+           "," + std::to_string(m.class_maps) + "," + std::to_string(m.rho_scenes) + "," + std::to_string(m.timed) +
+           "," + std::to_string(m.nonfinite);
+    for (double v : {m.auc[0][1], m.auc[1][1], m.auc[0][0], m.auc[1][0], m.pixel_acc, m.seg.iou(0), m.seg.iou(1),
+                     m.miou, m.map, m.share, m.pointing, m.rho, m.ms})
+      csv += "," + num(v);
+    for (size_t c = 0; c < 2; ++c)
+      for (size_t d = 0; d < 2; ++d)
+        for (double a : m.acc[c][d]) csv += "," + num(a);
+    csv += "\n";
+  }
+  return csv;
+}
+
+std::string eval_svg(const EvalSummary& s, int c, int d) {
+  // Layout (px): the plot spans x0…x1 × y0…y1; the legend sits to the right.
+  const double width = 820, height = 440, x0 = 64, x1 = 500, y0 = 48, y1 = 380;
+  const char* colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                           "#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"};
+  auto px = [&](double p) { return x0 + (x1 - x0) * p / 0.9; };       // fraction removed → x
+  auto py = [&](double acc) { return y1 - (y1 - y0) * acc; };         // accuracy (0…1) → y
+  char buf[512];
+  std::string svg;
+  std::snprintf(buf, sizeof buf,
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+                "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+                width, height, width, height);
+  svg += buf;
+  std::snprintf(buf, sizeof buf,
+                "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">%s perturbation, %s-class maps "
+                "(%d single-item scenes)</text>\n",
+                (x0 + x1) / 2, d ? "Negative" : "Positive", kMapClass[c], s.single);
+  svg += buf;
+  // Grid, ticks and axis labels.
+  for (int t = 0; t <= 9; ++t) {
+    const double x = px(0.1 * t);
+    std::snprintf(buf, sizeof buf,
+                  "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#e0e0e0\"/>"
+                  "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%d</text>\n",
+                  x, y0, x, y1, x, y1 + 18, 10 * t);
+    svg += buf;
+  }
+  for (int t = 0; t <= 10; t += 2) {
+    const double y = py(0.1 * t);
+    std::snprintf(buf, sizeof buf,
+                  "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
+                  "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%d</text>\n",
+                  x0, y, x1, y, x0 - 8, y + 4, 10 * t);
+    svg += buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"black\"/>\n"
+                "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">pixels removed (%%, %s)</text>\n"
+                "<text x=\"18\" y=\"%.0f\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.0f)\">accuracy (%%)</text>\n",
+                x0, y0, x1 - x0, y1 - y0, (x0 + x1) / 2, y1 + 40,
+                d ? "least relevant first" : "most relevant first", (y0 + y1) / 2, (y0 + y1) / 2);
+  svg += buf;
+  // One curve per method, with its legend entry (name and AUC).
+  int colour = 0;
+  for (size_t k = 0; k < s.methods.size(); ++k) {
+    const EvalMethodSummary& m = s.methods[k];
+    std::string stroke, dash;
+    if (m.method == eval_random) {
+      stroke = "#7f7f7f", dash = " stroke-dasharray=\"6 4\"";
+    } else if (m.method == eval_oracle) {
+      stroke = "#000000", dash = " stroke-dasharray=\"2 3\"";
+    } else {
+      stroke = colours[size_t(colour++) % std::size(colours)];
+    }
+    svg += "<polyline fill=\"none\" stroke=\"" + stroke + "\" stroke-width=\"2\"" + dash + " points=\"";
+    for (int st = 0; st < perturbation_steps; ++st) {
+      std::snprintf(buf, sizeof buf, "%s%.1f,%.1f", st ? " " : "", px(0.1 * st), py(m.acc[size_t(c)][size_t(d)][size_t(st)]));
+      svg += buf;
+    }
+    svg += "\"/>\n";
+    const double step = std::min(20.0, (y1 - y0 - 8) / double(s.methods.size()));
+    const double ly = y0 + 8 + step * double(k);
+    std::snprintf(buf, sizeof buf,
+                  "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"2\"%s/>"
+                  "<text x=\"%.0f\" y=\"%.0f\">%s (AUC %.2f)</text>\n",
+                  x1 + 16, ly, x1 + 44, ly, stroke.c_str(), dash.c_str(), x1 + 52, ly + 4,
+                  xml_escape(m.method).c_str(), m.auc[size_t(c)][size_t(d)]);
+    svg += buf;
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace vitlens

@@ -1,0 +1,342 @@
+// model_file.cpp — reading (with full validation) and writing .vitl model files.
+//
+// The reader trusts nothing: every length is checked against the bytes that are actually
+// there before it is used, every number against the limits before anything is allocated, and
+// every tensor against the shape the config implies. See model_file.h for the layout.
+#include "vitlens/io/model_file.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "vitlens/tensor/error.h"
+#include "vitlens/io/io.h"
+#include "vitlens/tensor/limits.h"
+
+namespace vitlens {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr char kMagic[8] = {'V', 'I', 'T', 'L', 'E', 'N', 'S', '\x1A'};
+constexpr uint32_t kVersion = 1;
+constexpr size_t kPreamble = 24;
+
+uint32_t crc32(const uint8_t* data, size_t size) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < size; ++i) c = table[(c ^ data[i]) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+uint32_t read_u32(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+uint64_t read_u64(const uint8_t* p) { return uint64_t(read_u32(p)) | uint64_t(read_u32(p + 4)) << 32; }
+void put_u32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(uint8_t(v >> (8 * i)));
+}
+void put_u64(std::vector<uint8_t>& out, uint64_t v) {
+  put_u32(out, uint32_t(v));
+  put_u32(out, uint32_t(v >> 32));
+}
+
+[[noreturn]] void fail(ErrorCode code, const std::string& msg) {
+  throw Error(code, "model file: " + msg);
+}
+
+int64_t get_int(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end()) fail(ErrorCode::bad_config, std::string("config field '") + key + "' is missing");
+  if (!it->is_number_integer())
+    fail(ErrorCode::bad_config, std::string("config field '") + key + "' must be an integer");
+  return it->get<int64_t>();
+}
+
+int clamp_int(int64_t v) {
+  return int(std::max<int64_t>(std::min<int64_t>(v, 1ll << 30), -(1ll << 30)));
+}
+
+std::vector<float> get_floats(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_array())
+    fail(ErrorCode::bad_config, std::string("config field '") + key + "' must be a list of numbers");
+  if (it->size() > size_t(limits::max_channels))
+    fail(ErrorCode::limit, std::string("config field '") + key + "' is too long");
+  std::vector<float> out;
+  for (const json& v : *it) {
+    if (!v.is_number()) fail(ErrorCode::bad_config, std::string("config field '") + key + "' must hold numbers");
+    out.push_back(v.get<float>());
+  }
+  return out;
+}
+
+json config_to_json(const Config& c) {
+  return json{{"image_h", c.image_h},   {"image_w", c.image_w}, {"channels", c.channels},
+              {"patch", c.patch},       {"dim", c.dim},         {"depth", c.depth},
+              {"heads", c.heads},       {"mlp_dim", c.mlp_dim}, {"classes", c.classes},
+              {"ln_eps", c.ln_eps},     {"mean", c.mean},       {"std", c.std},
+              {"output", c.output == OutputKind::sigmoid ? "sigmoid" : "softmax"}};
+}
+
+Config config_from_json(const json& j, const json& names) {
+  if (!j.is_object()) fail(ErrorCode::bad_config, "'config' must be an object");
+  Config c;
+  // Range-check the raw 64-bit values before narrowing, so that 2^40 is "too large", not garbage.
+  const std::pair<const char*, int*> ints[] = {
+      {"image_h", &c.image_h}, {"image_w", &c.image_w}, {"channels", &c.channels},
+      {"patch", &c.patch},     {"dim", &c.dim},         {"depth", &c.depth},
+      {"heads", &c.heads},     {"mlp_dim", &c.mlp_dim}, {"classes", &c.classes}};
+  for (const auto& [key, dst] : ints) *dst = clamp_int(get_int(j, key));
+  auto eps = j.find("ln_eps");
+  if (eps == j.end() || !eps->is_number()) fail(ErrorCode::bad_config, "config field 'ln_eps' must be a number");
+  c.ln_eps = eps->get<float>();
+  c.mean = get_floats(j, "mean");
+  c.std = get_floats(j, "std");
+  auto out = j.find("output");
+  if (out != j.end()) {
+    if (*out == "sigmoid") c.output = OutputKind::sigmoid;
+    else if (*out != "softmax") fail(ErrorCode::bad_config, "config field 'output' must be softmax or sigmoid");
+  }
+  if (!names.is_array()) fail(ErrorCode::bad_config, "'class_names' must be a list of strings");
+  if (names.size() > size_t(limits::max_classes)) fail(ErrorCode::limit, "too many class names");
+  for (const json& n : names) {
+    if (!n.is_string()) fail(ErrorCode::bad_config, "'class_names' must be a list of strings");
+    c.class_names.push_back(n.get<std::string>());
+  }
+  validate_config(c);
+  if (param_count(c) > limits::max_params)
+    fail(ErrorCode::limit, "the config describes " + std::to_string(param_count(c)) +
+                               " parameters, more than the limit of " + std::to_string(limits::max_params));
+  return c;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+struct Expected {
+  float* data;
+  std::vector<int64_t> shape;
+  bool int8;          // stored as i8 (then NAME.scale holds the per-row scales)
+  float* scale_for;   // for a ".scale" entry: the weight it dequantises
+};
+
+}  // namespace
+
+std::vector<float> quantise_rows(const float* w, int64_t rows, int64_t cols, int8_t* q) {
+  std::vector<float> scales(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    float mx = 0.0f;
+    for (int64_t i = 0; i < cols; ++i) mx = std::max(mx, std::fabs(w[r * cols + i]));
+    const float s = mx > 0.0f ? mx / 127.0f : 1.0f;
+    scales[size_t(r)] = s;
+    for (int64_t i = 0; i < cols; ++i) {
+      const float v = std::nearbyint(w[r * cols + i] / s);
+      q[r * cols + i] = int8_t(std::max(-127.0f, std::min(127.0f, v)));
+    }
+  }
+  return scales;
+}
+
+Model quantised_copy(const Model& m) {
+  Model out = m;
+  out.stored_int8 = true;
+  for (ParamRef& r : param_list(out.params, out.config)) {
+    if (!r.quantisable) continue;
+    const int64_t rows = r.shape[0], cols = int64_t(r.size) / rows;
+    std::vector<int8_t> q(r.size);
+    const std::vector<float> s = quantise_rows(r.data, rows, cols, q.data());
+    for (int64_t i = 0; i < int64_t(r.size); ++i) r.data[i] = s[size_t(i / cols)] * float(q[size_t(i)]);
+  }
+  return out;
+}
+
+namespace {
+
+Model load_model_unchecked_json(const uint8_t* bytes, size_t size) {
+  if (size < kPreamble) fail(ErrorCode::truncated, "only " + std::to_string(size) + " bytes, too short to be a model file");
+  if (std::memcmp(bytes, kMagic, 8) != 0)
+    fail(ErrorCode::bad_format, "not a vitlens model (wrong magic number); import checkpoints with 'vitlens import'");
+  const uint32_t version = read_u32(bytes + 8);
+  if (version != kVersion)
+    fail(ErrorCode::bad_version, "format version " + std::to_string(version) + " is not supported (this build reads version 1)");
+  const uint64_t header_len = read_u64(bytes + 16);
+  if (header_len > uint64_t(limits::max_header_bytes))
+    fail(ErrorCode::limit, "header of " + std::to_string(header_len) + " bytes exceeds the limit");
+  if (header_len > size - kPreamble) fail(ErrorCode::truncated, "the file ends inside its header");
+
+  json h = json::parse(bytes + kPreamble, bytes + kPreamble + header_len, nullptr, false);
+  if (h.is_discarded() || !h.is_object()) fail(ErrorCode::bad_format, "the header is not valid JSON");
+  if (!h.contains("config") || !h.contains("class_names") || !h.contains("tensors") || !h.contains("data_bytes"))
+    fail(ErrorCode::bad_format, "the header lacks config, class_names, tensors or data_bytes");
+
+  Model m;
+  m.config = config_from_json(h["config"], h["class_names"]);
+  if (h.contains("provenance") && h["provenance"].is_string()) m.provenance = h["provenance"].get<std::string>();
+  const json& storage = h.contains("storage") ? h["storage"] : json("f32");
+  if (storage != "f32" && storage != "int8") fail(ErrorCode::bad_format, "storage must be f32 or int8");
+  m.stored_int8 = storage == "int8";
+
+  if (!h["data_bytes"].is_number_unsigned()) fail(ErrorCode::bad_format, "data_bytes must be a non-negative integer");
+  const uint64_t data_bytes = h["data_bytes"].get<uint64_t>();
+  const uint64_t data_start = (kPreamble + header_len + 15) / 16 * 16;
+  if (data_start > size || data_bytes > size - data_start || 4 > size - data_start - data_bytes)
+    fail(ErrorCode::truncated, "the file is " + std::to_string(size) + " bytes but its header announces " +
+                                   std::to_string(data_start + data_bytes + 4) + " (truncated download?)");
+  const uint8_t* data = bytes + data_start;
+  if (crc32(data, size_t(data_bytes)) != read_u32(data + data_bytes))
+    fail(ErrorCode::bad_value, "checksum mismatch: the tensor data is corrupted");
+
+  m.params = params_zeros(m.config);
+  std::map<std::string, Expected> expected;
+  std::vector<std::vector<float>> scales_storage;
+  for (ParamRef& r : param_list(m.params, m.config)) {
+    std::vector<int64_t> shape(r.shape.begin(), r.shape.end());
+    const bool q = m.stored_int8 && r.quantisable;
+    expected[r.name] = Expected{r.data, shape, q, nullptr};
+    if (q) expected[r.name + ".scale"] = Expected{nullptr, {shape[0]}, false, r.data};
+  }
+
+  const json& tensors = h["tensors"];
+  if (!tensors.is_array()) fail(ErrorCode::bad_format, "'tensors' must be a list");
+  if (tensors.size() > size_t(limits::max_tensors)) fail(ErrorCode::limit, "too many tensors");
+  std::set<std::string> seen;
+  std::map<float*, std::vector<float>> scales;  // weight → its scales
+  std::map<float*, std::pair<const int8_t*, int64_t>> quantised;  // weight → (q, count)
+  for (const json& t : tensors) {
+    if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
+      fail(ErrorCode::bad_format, "a tensor entry has no name");
+    const std::string name = t["name"].get<std::string>();
+    auto it = expected.find(name);
+    if (it == expected.end())
+      fail(ErrorCode::unknown_tensor, "unexpected tensor '" + name + "' (not part of this config's ViT)");
+    if (!seen.insert(name).second) fail(ErrorCode::unknown_tensor, "tensor '" + name + "' appears twice");
+    const Expected& e = it->second;
+    const std::string dtype = t.value("dtype", std::string());
+    const std::string want = e.int8 ? "i8" : "f32";
+    if (dtype != want) fail(ErrorCode::bad_format, "tensor '" + name + "' has dtype '" + dtype + "', expected " + want);
+    if (!t.contains("shape") || !t["shape"].is_array() || t["shape"].size() > size_t(limits::max_tensor_rank))
+      fail(ErrorCode::bad_format, "tensor '" + name + "' has no valid shape");
+    std::vector<int64_t> shape;
+    for (const json& s : t["shape"]) {
+      if (!s.is_number_unsigned()) fail(ErrorCode::bad_shape, "tensor '" + name + "' has a negative or non-integer dimension");
+      shape.push_back(int64_t(std::min<uint64_t>(s.get<uint64_t>(), uint64_t(1) << 40)));
+    }
+    if (shape != e.shape)
+      fail(ErrorCode::bad_shape, "tensor '" + name + "' has shape " + shape_str(shape) + " but the config implies " + shape_str(e.shape));
+    int64_t count = 1;
+    for (int64_t s : shape) count *= s;  // bounded: equals the expected shape
+    if (!t.contains("offset") || !t["offset"].is_number_unsigned() || !t.contains("bytes") || !t["bytes"].is_number_unsigned())
+      fail(ErrorCode::bad_format, "tensor '" + name + "' lacks offset or bytes");
+    const uint64_t offset = t["offset"].get<uint64_t>(), nbytes = t["bytes"].get<uint64_t>();
+    const uint64_t elem = e.int8 ? 1 : 4;
+    if (nbytes != uint64_t(count) * elem)
+      fail(ErrorCode::bad_shape, "tensor '" + name + "' holds " + std::to_string(nbytes) + " bytes, its shape needs " + std::to_string(count * elem));
+    if (offset % 4 || offset > data_bytes || nbytes > data_bytes - offset)
+      fail(ErrorCode::truncated, "tensor '" + name + "' lies outside the data section");
+    const uint8_t* src = data + offset;
+    if (e.int8) {
+      quantised[e.data] = {reinterpret_cast<const int8_t*>(src), count};
+      continue;
+    }
+    std::vector<float> values(static_cast<size_t>(count));
+    std::memcpy(values.data(), src, size_t(nbytes));  // little-endian hosts only (x86, wasm)
+    for (float v : values)
+      if (!std::isfinite(v)) fail(ErrorCode::bad_value, "tensor '" + name + "' contains NaN or Inf");
+    if (e.scale_for) {
+      for (float v : values)
+        if (v < 0.0f) fail(ErrorCode::bad_value, "tensor '" + name + "' has a negative scale");
+      scales[e.scale_for] = std::move(values);
+    } else {
+      std::memcpy(e.data, values.data(), size_t(nbytes));
+    }
+  }
+  for (const auto& [name, e] : expected)
+    if (!seen.count(name)) fail(ErrorCode::missing_tensor, "tensor '" + name + "' is missing");
+  for (const auto& [dst, q] : quantised) {
+    const std::vector<float>& s = scales.at(dst);
+    const int64_t rows = int64_t(s.size()), cols = q.second / rows;
+    for (int64_t i = 0; i < q.second; ++i) dst[i] = s[size_t(i / cols)] * float(q.first[i]);
+  }
+  return m;
+}
+
+}  // namespace
+
+Model load_model(const uint8_t* bytes, size_t size) {
+  try {
+    return load_model_unchecked_json(bytes, size);
+  } catch (const json::exception& e) {  // a header field of the wrong JSON type
+    fail(ErrorCode::bad_format, std::string("malformed header: ") + e.what());
+  }
+}
+
+Model load_model_file(const std::string& path) {
+  const std::vector<uint8_t> bytes = read_file(path, limits::max_model_file_bytes);
+  return load_model(bytes.data(), bytes.size());
+}
+
+std::vector<uint8_t> save_model(const Model& model, Storage storage) {
+  Model m = model;  // param_list needs mutable access; the copy also keeps `model` untouched
+  validate_config(m.config);
+  json tensors = json::array();
+  std::vector<uint8_t> data;
+  auto append = [&](const std::string& name, const char* dtype, const std::vector<int>& shape,
+                    const void* src, size_t nbytes) {
+    while (data.size() % 16) data.push_back(0);
+    tensors.push_back({{"name", name}, {"dtype", dtype}, {"shape", shape}, {"offset", data.size()}, {"bytes", nbytes}});
+    const uint8_t* p = static_cast<const uint8_t*>(src);
+    data.insert(data.end(), p, p + nbytes);
+  };
+  for (const ParamRef& r : param_list(m.params, m.config)) {
+    if (storage == Storage::int8 && r.quantisable) {
+      const int64_t rows = r.shape[0], cols = int64_t(r.size) / rows;
+      std::vector<int8_t> q(r.size);
+      const std::vector<float> s = quantise_rows(r.data, rows, cols, q.data());
+      append(r.name, "i8", r.shape, q.data(), q.size());
+      append(r.name + ".scale", "f32", {r.shape[0]}, s.data(), s.size() * 4);
+    } else {
+      append(r.name, "f32", r.shape, r.data, r.size * 4);
+    }
+  }
+  json h{{"format", "vitlens model"},
+         {"config", config_to_json(m.config)},
+         {"class_names", m.config.class_names},
+         {"provenance", m.provenance},
+         {"storage", storage == Storage::int8 ? "int8" : "f32"},
+         {"tensors", tensors},
+         {"data_bytes", data.size()}};
+  const std::string header = h.dump();
+  std::vector<uint8_t> out(kMagic, kMagic + 8);
+  put_u32(out, kVersion);
+  put_u32(out, 0);
+  put_u64(out, header.size());
+  out.insert(out.end(), header.begin(), header.end());
+  while (out.size() % 16) out.push_back(0);
+  out.insert(out.end(), data.begin(), data.end());
+  put_u32(out, crc32(data.data(), data.size()));
+  return out;
+}
+
+void save_model_file(const std::string& path, const Model& m, Storage storage) {
+  const std::vector<uint8_t> bytes = save_model(m, storage);
+  write_file(path, bytes.data(), bytes.size());
+}
+
+}  // namespace vitlens

@@ -1,0 +1,302 @@
+// attention.cpp — softmax and the multi-head attention core: forward and backward, and for the
+// LRP methods the double-precision forward and the relevance rules of the two-operand products
+// (A·v, q·kᵀ) and of the softmax.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "vitlens/tensor/gemm.h"
+#include "vitlens/layers/layers.h"
+
+namespace vitlens {
+
+namespace {
+
+// e^x for x ≤ 0 (a softmax argument after subtracting the row maximum), within 1 ulp for every
+// float in [−87, 0] (checked exhaustively against double). Eigen's vectorised exp needs
+// _mm_cvttps_epi32, which Emscripten emulates one lane at a time (~5 ns per value in wasm); this
+// form uses only operations that clang (SIMD128) and GCC (AVX) vectorise: x = n·ln2 + r, n
+// rounded by adding 1.5·2²³, ln2 split in two (Cody–Waite); e^r ≈ 1 + r + r²·P(r) on
+// |r| ≤ ln2/2 with the degree-5 P of Cephes' expf; 2ⁿ written into the exponent bits.
+float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;  // keeps 2ⁿ normal: e⁻⁸⁷ ≈ 1.6e-38 stands in for smaller values
+  constexpr float kShift = 12582912.0f;  // 1.5·2²³: t's low mantissa bits hold round(x·log₂e)
+  const float t = x * 1.44269504f + kShift;
+  const float n = t - kShift;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 = 0.693359375 − 2.12…e-4
+  float poly = 1.9875691500e-4f;
+  poly = poly * r + 1.3981999507e-3f;
+  poly = poly * r + 8.3334519073e-3f;
+  poly = poly * r + 4.1665795894e-2f;
+  poly = poly * r + 1.6666665459e-1f;
+  poly = poly * r + 5.0000001201e-1f;
+  const float er = poly * r * r + r + 1.0f;
+  int32_t t_bits, shift_bits;
+  std::memcpy(&t_bits, &t, sizeof t);
+  std::memcpy(&shift_bits, &kShift, sizeof kShift);
+  const int32_t scale_bits = (t_bits - shift_bits + 127) << 23;  // 2ⁿ
+  float scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  return er * scale;
+}
+
+}  // namespace
+
+void softmax_rows(Mat& p, const Mat& s) {
+  const Eigen::Index n = s.cols();
+  p.resize(s.rows(), n);
+  for (Eigen::Index i = 0; i < s.rows(); ++i) {
+    const float mx = s.row(i).maxCoeff();
+    const float* in = s.row(i).data();  // (n)
+    float* out = p.row(i).data();       // (n)
+    for (Eigen::Index j = 0; j < n; ++j) out[j] = exp_nonpositive(in[j] - mx);
+    p.row(i) /= p.row(i).sum();
+  }
+}
+
+// ∂p_j/∂s_k = p_j(δ_jk − p_k)  ⇒  ds = p ⊙ (dp − ⟨dp, p⟩)
+void softmax_rows_backward(Mat& ds, const Mat& dp, const Mat& p) {
+  ds.resize(p.rows(), p.cols());
+  for (Eigen::Index i = 0; i < p.rows(); ++i) {
+    const float dot = dp.row(i).dot(p.row(i));
+    ds.row(i) = p.row(i).array() * (dp.row(i).array() - dot);
+  }
+}
+
+void attention_forward(Mat& ctx, std::vector<Mat>& scores, std::vector<Mat>& attn, const Mat& qkv,
+                       int heads, const float* head_mask, const std::vector<Mat>* override_attn) {
+  const int n = int(qkv.rows()), d = int(qkv.cols()) / 3, dh = d / heads;
+  const float scale = 1.0f / std::sqrt(float(dh));
+  ctx.resize(n, d);
+  scores.resize(size_t(heads));
+  attn.resize(size_t(heads));
+  for (int h = 0; h < heads; ++h) {
+    const float* q = qkv.data() + h * dh;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
+    const float* k = q + d;
+    const float* v = q + 2 * d;
+    Mat& S = scores[size_t(h)];
+    Mat& A = attn[size_t(h)];
+    S.resize(n, n);
+    gemm_nt(S.data(), q, k, n, n, dh, 3 * d, 3 * d, n, scale, 0.0f);  // S = q·kᵀ/√d_h
+    if (override_attn) {
+      A = (*override_attn)[size_t(h)];
+    } else {
+      softmax_rows(A, S);
+    }
+    if (head_mask && head_mask[h] == 0.0f) A.setZero();
+    gemm_nn(ctx.data() + h * dh, A.data(), v, n, dh, n, n, 3 * d, d, 1.0f, 0.0f);  // ctx_h = A·v
+  }
+}
+
+void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& dattn,
+                        const Mat& dctx, const Mat& qkv, const std::vector<Mat>& attn, int heads,
+                        const float* head_mask, bool overridden) {
+  const int n = int(qkv.rows()), d = int(qkv.cols()) / 3, dh = d / heads;
+  const float scale = 1.0f / std::sqrt(float(dh));
+  dqkv.resize(n, 3 * d);
+  dscores.resize(size_t(heads));
+  dattn.resize(size_t(heads));
+  for (int h = 0; h < heads; ++h) {
+    const float* q = qkv.data() + h * dh;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
+    const float* k = q + d;
+    const float* v = q + 2 * d;
+    const float* dc = dctx.data() + h * dh;  // (n, dh), rows d apart
+    float* dq = dqkv.data() + h * dh;        // dq_h, dk_h, dv_h: (n, dh) each, rows 3d apart
+    float* dk = dq + d;
+    float* dv = dq + 2 * d;
+    const Mat& A = attn[size_t(h)];
+    Mat& dA = dattn[size_t(h)];
+    Mat& dS = dscores[size_t(h)];
+    dA.resize(n, n);
+    gemm_nt(dA.data(), dc, v, n, n, dh, d, 3 * d, n, 1.0f, 0.0f);   // dA = dc·vᵀ
+    gemm_tn(dv, A.data(), dc, n, dh, n, n, d, 3 * d, 1.0f, 0.0f);   // dv = Aᵀ·dc
+    const bool masked = head_mask && head_mask[h] == 0.0f;
+    if (overridden || masked) {
+      dS = Mat::Zero(n, n);
+    } else {
+      softmax_rows_backward(dS, dA, A);
+    }
+    gemm_nn(dq, dS.data(), k, n, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dq = dS·k/√d_h
+    gemm_tn(dk, dS.data(), q, n, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dk = dSᵀ·q/√d_h
+  }
+}
+
+namespace {
+
+// e^x for x ≤ 0 in double, within 1 ulp (2·10⁷ random arguments in [−708, 0] against long
+// double), in the form of the float exp_nonpositive above (Eigen's double exp runs at ~8 ns per
+// value in wasm; this one vectorises): x = n·ln2 + r, n rounded by adding
+// 1.5·2⁵², ln2 split in two (Cody–Waite, fdlibm's constants: n·ln2_hi is exact); e^r by its
+// Taylor series to r¹³ on |r| ≤ ln2/2 (truncation < 5e-18), Horner; 2ⁿ written into the
+// exponent bits.
+double exp_nonpositive(double x) {
+  x = x < -708.0 ? -708.0 : x;  // keeps 2ⁿ normal: e⁻⁷⁰⁸ ≈ 3e-308 stands in for smaller values
+  constexpr double kShift = 6755399441055744.0;  // 1.5·2⁵²: t's low mantissa bits hold round(x·log₂e)
+  const double t = x * 1.4426950408889634 + kShift;
+  const double n = t - kShift;
+  const double r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+  double poly = 1.0 / 6227020800.0;  // 1/13!
+  poly = poly * r + 1.0 / 479001600.0;
+  poly = poly * r + 1.0 / 39916800.0;
+  poly = poly * r + 1.0 / 3628800.0;
+  poly = poly * r + 1.0 / 362880.0;
+  poly = poly * r + 1.0 / 40320.0;
+  poly = poly * r + 1.0 / 5040.0;
+  poly = poly * r + 1.0 / 720.0;
+  poly = poly * r + 1.0 / 120.0;
+  poly = poly * r + 1.0 / 24.0;
+  poly = poly * r + 1.0 / 6.0;
+  poly = poly * r + 0.5;
+  const double er = poly * r * r + r + 1.0;
+  int64_t t_bits, shift_bits;
+  std::memcpy(&t_bits, &t, sizeof t);
+  std::memcpy(&shift_bits, &kShift, sizeof kShift);
+  const int64_t scale_bits = (t_bits - shift_bits + 1023) << 52;  // 2ⁿ
+  double scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  return er * scale;
+}
+
+}  // namespace
+
+void softmax_rows(MatD& p, const MatD& s) {
+  const Eigen::Index n = s.cols();
+  p.resize(s.rows(), n);
+  for (Eigen::Index i = 0; i < s.rows(); ++i) {
+    const double mx = s.row(i).maxCoeff();
+    const double* in = s.row(i).data();  // (n)
+    double* out = p.row(i).data();       // (n)
+    for (Eigen::Index j = 0; j < n; ++j) out[j] = exp_nonpositive(in[j] - mx);
+    p.row(i) /= p.row(i).sum();
+  }
+}
+
+void attention_forward(MatD& ctx, std::vector<MatD>& attn, const MatD& qkv, int heads) {
+  const int n = int(qkv.rows()), d = int(qkv.cols()) / 3, dh = d / heads;
+  const double scale = 1.0 / std::sqrt(double(dh));
+  ctx.resize(n, d);
+  attn.resize(size_t(heads));
+  MatD scores(n, n);  // (n, n)
+  for (int h = 0; h < heads; ++h) {
+    const double* q = qkv.data() + h * dh;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
+    const double* k = q + d;
+    const double* v = q + 2 * d;
+    gemm_nt(scores.data(), q, k, n, n, dh, 3 * d, 3 * d, n, scale, 0.0);  // S = q·kᵀ/√d_h
+    softmax_rows(attn[size_t(h)], scores);
+    gemm_nn(ctx.data() + h * dh, attn[size_t(h)].data(), v, n, dh, n, n, 3 * d, d, 1.0, 0.0);  // A·v
+  }
+}
+
+void softmax_relevance(MatD& r_in, const RowsD& r, const RowsD& s, const RowsD& p, SoftmaxRule rule) {
+  if (rule == SoftmaxRule::identity) {
+    r_in = r;  // Chefer et al. 2021: softmax passes relevance unchanged
+    return;
+  }
+  // AttnLRP (first-order Taylor at the input, bias absorbed): R_in = s ⊙ (R − p·ΣR).
+  r_in.resize(r.rows(), r.cols());
+  for (Eigen::Index i = 0; i < r.rows(); ++i)
+    r_in.row(i) = s.row(i).cwiseProduct(r.row(i) - p.row(i) * r.row(i).sum());
+}
+
+namespace {
+
+// The product rule's quotient S = R / Z, rounded to float for the products that carry it to the
+// operands; returns the factor both operands' shares take:
+// halved (Chefer 2021): S = safe_divide(R, Z), each operand receives the full ΣR, so ½;
+// epsilon_half (AttnLRP): S = R / stab(2Z), each operand gets half of every term.
+// r (rows, cols) ldr, z (rows, cols) ldz → S (rows, cols) dense.
+double product_quotient(Mat& S, const double* r, int ldr, const double* z, int ldz, int rows, int cols,
+                        ProductRule rule) {
+  S.resize(rows, cols);
+  for (int i = 0; i < rows; ++i) {
+    const double *ri = r + ptrdiff_t(i) * ldr, *zi = z + ptrdiff_t(i) * ldz;
+    float* si = S.row(i).data();
+    if (rule == ProductRule::halved) {
+      for (int j = 0; j < cols; ++j) si[j] = float(safe_divide(ri[j], zi[j]));
+    } else {
+      for (int j = 0; j < cols; ++j) si[j] = float(ri[j] / stabilise(2.0 * zi[j]));
+    }
+  }
+  return rule == ProductRule::halved ? 0.5 : 1.0;
+}
+
+// Σ of a (rows, cols) block with leading dimension ld.
+double block_sum(const double* x, int ld, int rows, int cols) {
+  return Eigen::Map<const MatD, 0, Eigen::OuterStride<>>(x, rows, cols, Eigen::OuterStride<>(ld)).sum();
+}
+
+// out (rows, cols) ldo = f · x ⊙ p, x (rows, cols) ldx, p (rows, cols) dense; returns Σ out.
+double scaled_product(double* out, int ldo, double f, const double* x, int ldx, const Mat& p, int rows, int cols) {
+  for (int i = 0; i < rows; ++i) {
+    const double* xi = x + ptrdiff_t(i) * ldx;
+    const float* pi = p.row(i).data();
+    double* oi = out + ptrdiff_t(i) * ldo;
+    for (int j = 0; j < cols; ++j) oi[j] = f * xi[j] * double(pi[j]);
+  }
+  return block_sum(out, ldo, rows, cols);
+}
+
+}  // namespace
+
+AttentionRelevanceSums attention_relevance(MatD& r_qkv, std::vector<MatD>& r_attn,
+                                           const MatD& r_ctx, const MatD& qkv,
+                                           const std::vector<MatD>& attn, const MatD& ctx,
+                                           int heads, ProductRule product, SoftmaxRule softmax,
+                                           LrpScratch& s) {
+  const int n = int(qkv.rows()), d = int(qkv.cols()) / 3, dh = d / heads, ld = 3 * d;
+  const double scale = 1.0 / std::sqrt(double(dh));
+  // Only the first m query rows carry relevance (relevance_rows): R_A and R_q are zero below
+  // them, and the products that sum over query rows (Aᵀ·S, Sᵀ·q) sum over m rows only.
+  const int m = relevance_rows(r_ctx);
+  AttentionRelevanceSums sums;
+  r_qkv.resize(n, 3 * d);
+  r_qkv.block(m, 0, n - m, d).setZero();
+  r_attn.resize(size_t(heads));
+  s.q = qkv.cast<float>();  // (n, 3d) the right operands q, k, v of the products with S
+  for (int h = 0; h < heads; ++h) {
+    const double* q = qkv.data() + h * dh;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
+    const double* k = q + d;
+    const double* v = q + 2 * d;
+    const float* qf = s.q.data() + h * dh;
+    const float* kf = qf + d;
+    const float* vf = qf + 2 * d;
+    double* rq = r_qkv.data() + h * dh;  // R_q, R_k, R_v of head h, rows 3d apart
+    double* rk = rq + d;
+    double* rv = rq + 2 * d;
+    const MatD& A = attn[size_t(h)];  // (n, n)
+    MatD& RA = r_attn[size_t(h)];     // (n, n)
+    RA.resize(n, n);
+    RA.bottomRows(n - m).setZero();
+    // ctx_h = A·v: Z = ctx_h, R_A = f·A ⊙ (S·vᵀ), R_v = f·v ⊙ (Aᵀ·S)  (Jᵀ of each operand)
+    double f = product_quotient(s.a, r_ctx.data() + h * dh, d, ctx.data() + h * dh, d, m, dh, product);
+    s.p.resize(m, n);
+    gemm_nt(s.p.data(), s.a.data(), vf, m, n, dh, dh, ld, n, 1.0f, 0.0f);  // S·vᵀ
+    sums.attn += scaled_product(RA.data(), n, f, A.data(), n, s.p, m, n);
+    s.w = A.topRows(m).cast<float>();  // (m, n)
+    s.p.resize(n, dh);
+    gemm_tn(s.p.data(), s.w.data(), s.a.data(), n, dh, m, n, dh, dh, 1.0f, 0.0f);  // Aᵀ·S
+    sums.v += scaled_product(rv, ld, f, v, ld, s.p, n, dh);
+    // scores = q·kᵀ/√d_h; the product rule works on Z = q·kᵀ (the constant factor passes R)
+    s.z.resize(m, n);
+    gemm_nt(s.z.data(), q, k, m, n, dh, ld, ld, n, 1.0, 0.0);
+    const double* r_scores = RA.data();  // the identity rule passes R_A on without a copy
+    if (softmax != SoftmaxRule::identity) {
+      s.u = scale * s.z;  // (m, n) the scores
+      softmax_relevance(s.t, RA.topRows(m), s.u, A.topRows(m), softmax);
+      r_scores = s.t.data();
+    }
+    sums.scores += block_sum(r_scores, n, m, n);
+    // Z = q·kᵀ: R_q = f·q ⊙ (S·k), R_k = f·k ⊙ (Sᵀ·q)
+    f = product_quotient(s.a, r_scores, n, s.z.data(), n, m, n, product);
+    s.p.resize(m, dh);
+    gemm_nn(s.p.data(), s.a.data(), kf, m, dh, n, n, ld, dh, 1.0f, 0.0f);  // S·k
+    sums.q += scaled_product(rq, ld, f, q, ld, s.p, m, dh);
+    s.p.resize(n, dh);
+    gemm_tn(s.p.data(), s.a.data(), qf, n, dh, m, n, ld, dh, 1.0f, 0.0f);  // Sᵀ·q
+    sums.k += scaled_product(rk, ld, f, k, ld, s.p, n, dh);
+  }
+  return sums;
+}
+
+}  // namespace vitlens

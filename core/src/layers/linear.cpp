@@ -1,0 +1,96 @@
+// linear.cpp — the fully connected layer: forward and backward, and for the LRP methods its
+// double-precision forward and relevance rules (αβ of Chefer 2021, ε of AttnLRP).
+#include <cassert>
+#include <cmath>
+
+#include "vitlens/tensor/gemm.h"
+#include "vitlens/layers/layers.h"
+
+namespace vitlens {
+
+void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b) {
+  const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
+  assert(x.cols() == in && b.size() == out);
+  y.resize(n, out);
+  gemm_nt(y.data(), x.data(), W.data(), n, out, in, in, in, out, 1.0f, 0.0f);  // x·Wᵀ
+  y.rowwise() += b.transpose();
+}
+
+void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W) {
+  const int n = int(dy.rows()), in = int(W.cols()), out = int(W.rows());
+  assert(dy.cols() == out && x.rows() == n && x.cols() == in);
+  if (dx) {
+    dx->resize(n, in);
+    gemm_nn(dx->data(), dy.data(), W.data(), n, in, out, out, in, in, 1.0f, 0.0f);  // ∂(x·Wᵀ)/∂x = dy·W
+  }
+  if (dW) {
+    assert(dW->rows() == out && dW->cols() == in);
+    gemm_tn(dW->data(), dy.data(), x.data(), out, in, n, out, in, in, 1.0f, 1.0f);  // Σ_rows dyᵀ x
+  }
+  if (db) *db += dy.colwise().sum().transpose();
+}
+
+void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, LrpScratch& s) {
+  const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
+  assert(x.cols() == in && b.size() == out);
+  s.wd = W.cast<double>();  // (out, in), exact
+  y.resize(n, out);
+  gemm_nt(y.data(), x.data(), s.wd.data(), n, out, in, in, in, out, 1.0, 0.0);  // x·Wᵀ
+  y.rowwise() += b.cast<double>().transpose();
+}
+
+void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W,
+                      const Vec& b, LinearRule rule, LrpScratch& s) {
+  const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
+  assert(r.rows() == n && r.cols() == out && y.rows() == n && y.cols() == out && x.cols() == in);
+  const int m = relevance_rows(r);  // rows ≥ m have R = 0, hence R_in = 0
+  r_in.resize(n, in);
+  r_in.bottomRows(n - m).setZero();
+  if (m == 0) return;
+  if (rule == LinearRule::epsilon) {
+    // R_in = x ⊙ ((R / stab(z))·W), z = x·Wᵀ + b  (Bach et al. 2015; AttnLRP)
+    s.a.resize(m, out);  // S
+    for (int i = 0; i < m; ++i) {
+      const double *ri = r.row(i).data(), *yi = y.row(i).data();
+      float* si = s.a.row(i).data();
+      for (int o = 0; o < out; ++o) si[o] = float(ri[o] / stabilise(yi[o]));
+    }
+    s.p.resize(m, in);  // S·W
+    gemm_nn(s.p.data(), s.a.data(), W.data(), m, in, out, out, in, in, 1.0f, 0.0f);
+    for (int i = 0; i < m; ++i) {
+      const double* xi = x.row(i).data();
+      const float* pi = s.p.row(i).data();
+      double* ri = r_in.row(i).data();
+      for (int j = 0; j < in; ++j) ri[j] = xi[j] * double(pi[j]);
+    }
+    return;
+  }
+  // LRP-α1β0 with one shared denominator (Bach et al. 2015; Chefer et al. 2021):
+  //   Z = x⁺·W⁺ᵀ + x⁻·W⁻ᵀ, S = R/Z, R_in = x⁺⊙(S·W⁺) + x⁻⊙(S·W⁻).
+  // With p⁺q⁺ + p⁻q⁻ = ½(pq + |p||q|): Z = ½(x·Wᵀ + |x|·|W|ᵀ), where x·Wᵀ = y − b, and
+  // R_in = ½(x⊙(S·W) + |x|⊙(S·|W|)) — three products instead of four. Z is a sum of
+  // non-negative terms (no cancellation), so |x|·|W|ᵀ runs in float like the products with S.
+  s.w.resize(out, 2 * in);  // [W | |W|]
+  s.w.leftCols(in) = W;
+  s.w.rightCols(in) = W.cwiseAbs();
+  s.a = x.topRows(m).cwiseAbs().cast<float>();  // (m, in) |x|
+  s.p.resize(m, out);                           // |x|·|W|ᵀ
+  gemm_nt(s.p.data(), s.a.data(), s.w.data() + in, m, out, in, in, 2 * in, out, 1.0f, 0.0f);
+  s.a.resize(m, out);  // S = R / Z, rounded to float for the products
+  for (int i = 0; i < m; ++i) {
+    const double *ri = r.row(i).data(), *yi = y.row(i).data();
+    const float* pi = s.p.row(i).data();
+    float* si = s.a.row(i).data();
+    for (int o = 0; o < out; ++o) si[o] = float(safe_divide(ri[o], 0.5 * ((yi[o] - double(b[o])) + double(pi[o]))));
+  }
+  s.p.resize(m, 2 * in);  // S·[W | |W|]
+  gemm_nn(s.p.data(), s.a.data(), s.w.data(), m, 2 * in, out, out, 2 * in, 2 * in, 1.0f, 0.0f);
+  for (int i = 0; i < m; ++i) {
+    const double* xi = x.row(i).data();
+    const float* pi = s.p.row(i).data();  // (2·in) [S·W | S·|W|]
+    double* ri = r_in.row(i).data();
+    for (int j = 0; j < in; ++j) ri[j] = 0.5 * (xi[j] * double(pi[j]) + std::fabs(xi[j]) * double(pi[in + j]));
+  }
+}
+
+}  // namespace vitlens

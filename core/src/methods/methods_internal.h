@@ -1,0 +1,41 @@
+// methods_internal.h — what methods.cpp (registry, dispatch) shares with the method-family files
+// (methods_attention.cpp, methods_lrp.cpp). Not a public header.
+#pragma once
+
+#include "vitlens/methods/methods.h"
+
+namespace vitlens::detail {
+
+// A method fills out.token_map (and out.pixel_map if it computes one natively), the
+// conservation report and the intermediates; out.method and out.target are set by the caller,
+// which has validated every option the method reads.
+using MethodFn = void (*)(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+
+void raw_attention(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void rollout(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void attn_gradcam(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void grad_rollout(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void transformer_attribution(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void partial_lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void attnlrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void attattr(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void norm_based(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void saliency(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void grad_x_input(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
+
+// ∂y_t/∂(every activation) for out.target, computed once per (input, target).
+const Grads& target_grads(const Model& m, ExplainState& st, int target);
+
+// The (H/p, W/p) token map from row 0 of an (n, n) matrix: column 0 dropped, row-major.
+Mat grid_from_row(const Eigen::RowVectorXd& row0, const Config& c);
+
+// E_h[f(h)] of H (n, n) matrices in double.
+MatD head_mean(const std::vector<Mat>& mats);
+
+// Fills out.blocks (when asked) with E_h[A_b] for every block and, if `g`, E_h[∇A_b].
+void add_attention_intermediates(Explanation& out, const Trace& tr, const Grads* g);
+
+}  // namespace vitlens::detail

@@ -1,0 +1,190 @@
+// methods_norm.cpp — the norm-based maps (Kobayashi et al., EMNLP 2020 "Attention is Not Only a
+// Weight", EMNLP 2021 "Incorporating Residual and Normalization Layers", ICLR 2024 "Analyzing
+// Feed-Forward Blocks in Transformers through the Lens of Attention Maps") and the `norm-based`
+// method: per block the maps ‖z_{i←j}‖ of five stages (see norm_maps.h for every formula and
+// where each bias goes), and a token map by rolling out the row-normalised maps of one stage.
+//
+// What it is not: it never forms the H×n×n×d (or n×n×d) tensor of all pieces. Each query row is
+// streamed: the per-block tables (norm_tables_build) make a row's pieces weighted sums of
+// precomputed per-head rows, and the only large product per row is the FF's (n, mlp)·(mlp, d).
+// Everything of width d is in double; the (n, mlp) scratch and its product with W2 are float.
+#include <algorithm>
+#include <cmath>
+#include <exception>
+
+#include "methods_internal.h"
+#include "vitlens/tensor/error.h"
+#include "vitlens/methods/norm_maps.h"
+#include "vitlens/tensor/parallel.h"
+
+namespace vitlens {
+
+namespace {
+
+constexpr int s_atb = int(NormStage::atb), s_res = int(NormStage::atb_res), s_ln = int(NormStage::atb_res_ln),
+              s_ff = int(NormStage::atb_res_ln_ff), s_layer = int(NormStage::layer);
+
+// Each row minus its own mean, times γ (elementwise over the columns).
+MatD centre_scale(const MatD& v, const VecD& gamma) {
+  MatD c = v.colwise() - v.rowwise().mean();
+  return c * gamma.asDiagonal();
+}
+
+// How many workers the row loop uses for a request of `threads` over `rows` rows.
+int row_workers(int threads, int rows) { return std::max(1, std::min(usable_threads(threads), rows)); }
+
+}  // namespace
+
+const char* norm_stage_name(NormStage s) {
+  switch (s) {
+    case NormStage::atb: return "atb";
+    case NormStage::atb_res: return "atb-res";
+    case NormStage::atb_res_ln: return "atb-res-ln";
+    case NormStage::atb_res_ln_ff: return "atb-res-ln-ff";
+    case NormStage::layer: return "layer";
+  }
+  return "?";
+}
+
+void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block) {
+  const Config& c = m.config;
+  const BlockParams& bp = m.params.blocks[size_t(block)];
+  const BlockTrace& bt = tr.blocks[size_t(block)];
+  const int d = c.dim, dh = c.head_dim(), H = c.heads;
+  const VecD gamma2 = bp.norm2_w.cast<double>();
+  const MatD w1t = bp.fc1_w.transpose().cast<double>();  // (d, mlp)
+  t.block = block;
+  t.value_out.resize(size_t(H));
+  t.value_ff.resize(size_t(H));
+  for (int h = 0; h < H; ++h) {
+    // V_h' = v_h·W_O^hᵀ, v_h = columns 2d + h·d_h … of qkv (LN1(x)·W_V^hᵀ + b_V^h), W_O^h = proj_w[:, h·d_h …]
+    const MatD v = bt.qkv.middleCols(2 * d + h * dh, dh).cast<double>();                // (n, d_h)
+    t.value_out[size_t(h)] = v * bp.proj_w.middleCols(h * dh, dh).transpose().cast<double>();  // (n, d)
+    t.value_ff[size_t(h)] = (centre_scale(t.value_out[size_t(h)], gamma2) * w1t).cast<float>();  // (n, mlp)
+  }
+  t.x_ff = (centre_scale(bt.x.cast<double>(), gamma2) * w1t).cast<float>();
+  // GELU(h)/h = Φ(h) for the exact GELU, so IG's closed form has no 0/0 at h = 0 (limit ½).
+  t.phi = bt.fc1.unaryExpr([](float h) { return float(0.5 * (1.0 + std::erf(double(h) / std::sqrt(2.0)))); });
+  const VecD bo = bp.proj_b.cast<double>();
+  t.ln_bias_core = (bo.array() - bo.mean()).matrix().cwiseProduct(gamma2);
+}
+
+void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, int i) {
+  const BlockParams& bp = m.params.blocks[size_t(t.block)];
+  const BlockTrace& bt = tr.blocks[size_t(t.block)];
+  const int H = int(t.value_out.size());
+  const double rstd = double(bt.ln2_rstd[i]);
+  const VecD gamma2 = bp.norm2_w.cast<double>();
+
+  // atb: a_{i←j} = Σ_h A_h[i, j]·V_h'[j]   (n, d)
+  MatD& a = r.pieces[s_atb];
+  a.noalias() = bt.attn[0].row(i).transpose().cast<double>().asDiagonal() * t.value_out[0];
+  for (int h = 1; h < H; ++h)
+    a.noalias() += bt.attn[size_t(h)].row(i).transpose().cast<double>().asDiagonal() * t.value_out[size_t(h)];
+  // atb-res: + δ_ij·x_i
+  MatD& xp = r.pieces[s_res];
+  xp = a;
+  xp.row(i) += bt.x.row(i).cast<double>();
+  // atb-res-ln: each piece centred by its own mean, scaled by the whole vector's rstd2_i and γ2
+  r.pieces[s_ln] = centre_scale(xp, gamma2) * rstd;
+  // atb-res-ln-ff: h_{i←j} = g_{i←j}·W1ᵀ = rstd2_i·(Σ_h A_h[i, j]·value_ff_h[j] + δ_ij·x_ff[i]),
+  // then ⊙ Φ(h_i) and ·W2ᵀ (the IG closed form; b1 and b2 go to the bias term).
+  Mat& s = r.scratch;
+  s.noalias() = bt.attn[0].row(i).transpose().asDiagonal() * t.value_ff[0];
+  for (int h = 1; h < H; ++h) s.noalias() += bt.attn[size_t(h)].row(i).transpose().asDiagonal() * t.value_ff[size_t(h)];
+  s.row(i) += t.x_ff.row(i);
+  s = s * (t.phi.row(i).transpose() * float(rstd)).asDiagonal();
+  r.pieces[s_ff] = (s * bp.fc2_w.transpose()).cast<double>();  // (n, mlp)·(mlp, d)
+  // layer: the second residual
+  r.pieces[s_layer] = xp + r.pieces[s_ff];
+
+  // Bias terms: b_O through the stages; b1 joins the LN bias piece inside the FF, then b2.
+  const VecD bo = bp.proj_b.cast<double>();
+  r.bias[s_atb] = bo;
+  r.bias[s_res] = bo;
+  r.bias[s_ln] = t.ln_bias_core * rstd + bp.norm2_b.cast<double>();
+  const Vec hb = bp.fc1_w * r.bias[s_ln].cast<float>() + bp.fc1_b;  // (mlp) the bias piece's h, b1 included
+  r.bias[s_ff] = (bp.fc2_w * hb.cwiseProduct(t.phi.row(i).transpose())).cast<double>() + bp.fc2_b.cast<double>();
+  r.bias[s_layer] = bo + r.bias[s_ff];
+}
+
+NormRow norm_row_pieces(const Model& m, const Trace& tr, int block, int i) {
+  if (block < 0 || block >= m.config.depth || i < 0 || i >= m.config.tokens() || tr.blocks.size() != size_t(m.config.depth))
+    throw Error(ErrorCode::bad_argument, "norm_row_pieces: block " + std::to_string(block) + " or row " +
+                                             std::to_string(i) + " is out of range, or the trace is not of this model");
+  NormTables t;
+  norm_tables_build(t, m, tr, block);
+  NormRow r;
+  norm_row(r, t, m, tr, i);
+  return r;
+}
+
+NormBlock norm_block(const Model& m, const Trace& tr, int block, int threads) {
+  const int n = m.config.tokens();
+  NormTables t;
+  norm_tables_build(t, m, tr, block);
+  NormBlock nb;
+  for (int s = 0; s < norm_stage_count; ++s) {
+    nb.maps[s].resize(n, n);
+    nb.mixing[s].resize(n);
+  }
+  const int workers = row_workers(threads, n);
+  run_workers(workers, [&](int w) {
+    NormRow r;
+    for (int i = w; i < n; i += workers) {  // rows are independent: the split does not change them
+      norm_row(r, t, m, tr, i);
+      for (int s = 0; s < norm_stage_count; ++s) {
+        const MatD& p = r.pieces[s];
+        nb.maps[s].row(i) = p.rowwise().norm().transpose().cast<float>();
+        const Eigen::RowVectorXd own = p.row(i);
+        const double others = (p.colwise().sum() - own).norm(), self = own.norm();
+        nb.mixing[s][i] = others + self > 0 ? float(others / (others + self)) : 0.0f;
+      }
+    }
+  });
+  return nb;
+}
+
+namespace detail {
+
+// Kobayashi et al.; the image map is the rollout of the row-normalised maps (as GlobEnc, Modarressi
+// et al. 2022, did for BERT): N̂_b = N_b / rowsum(N_b), C = N̂_L·…·N̂_1, map = C[0, 1:]. The stages
+// with a residual already carry the token's own share on the diagonal; for `atb` (no residual)
+// the identity is mixed in as attention rollout does: N̂_b = ½·N_b / rowsum(N_b) + ½·I.
+void norm_based(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
+  const Config& c = m.config;
+  const int n = c.tokens(), L = c.depth, stage = int(opt.stage);
+  out.norm.resize(size_t(L));
+  std::vector<MatD> steps(static_cast<size_t>(L));  // (L) × (n, n)
+  for (int b = 0; b < L; ++b) {
+    if (opt.progress && !opt.progress(double(b) / L)) throw Error(ErrorCode::cancelled, "norm-based was cancelled");
+    out.norm[size_t(b)] = norm_block(m, st.trace, b, opt.threads);
+    MatD N = out.norm[size_t(b)].maps[stage].cast<double>();
+    for (int i = 0; i < n; ++i) {
+      const double sum = N.row(i).sum();
+      if (sum > 0) N.row(i) /= sum;
+    }
+    if (opt.stage == NormStage::atb) {
+      N *= 0.5;
+      N.diagonal().array() += 0.5;
+    }
+    steps[size_t(b)] = std::move(N);
+  }
+  Eigen::RowVectorXd row = Eigen::RowVectorXd::Unit(n, 0);  // e₀ᵀ·N̂_L·…·N̂_1, last block first
+  for (int b = L - 1; b >= 0; --b) row = row * steps[size_t(b)];
+  out.token_map = grid_from_row(row, c);
+  if (opt.want_intermediates) {
+    MatD acc = steps[0];
+    for (int b = 0; b < L; ++b) {
+      if (b > 0) acc = steps[size_t(b)] * acc;
+      out.blocks[size_t(b)].step = steps[size_t(b)].cast<float>();
+      out.blocks[size_t(b)].accumulated = acc.cast<float>();
+    }
+    add_attention_intermediates(out, st.trace, nullptr);
+  }
+  if (opt.progress) opt.progress(1.0);
+}
+
+}  // namespace detail
+
+}  // namespace vitlens

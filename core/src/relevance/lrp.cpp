@@ -1,0 +1,174 @@
+// lrp.cpp — the LRP mechanism: the two rule sets, the double-precision forward pass they read,
+// and the one propagation routine that applies a rule set layer by layer (see lrp.h).
+//
+// The order of the layers and the names in the conservation report follow the independent
+// reference (tests/reference/methods_ref.py, relevance_pass), so that the report can be compared
+// line by line.
+#include "vitlens/relevance/lrp.h"
+
+#include <cassert>
+#include <cmath>
+
+#include "vitlens/layers/layers.h"
+
+namespace vitlens {
+
+const LrpRules kCheferRules = {"chefer",          SeedRule::one_hot,    LinearRule::alpha1beta0,
+                               AddRule::normalised, ProductRule::halved, SoftmaxRule::identity,
+                               LayerNormRule::identity, PatchRule::z_b};
+
+const LrpRules kAttnLrpRules = {"attnlrp",        SeedRule::logit,      LinearRule::epsilon,
+                                AddRule::epsilon, ProductRule::epsilon_half, SoftmaxRule::attnlrp,
+                                LayerNormRule::epsilon_centring, PatchRule::epsilon};
+
+int relevance_rows(const MatD& r) {
+  int rows = int(r.rows());
+  while (rows > 0 && (r.row(rows - 1).array() == 0.0).all()) --rows;
+  return rows;
+}
+
+void lrp_forward(TraceD& t, const Model& m, const Image& x) {
+  const Config& c = m.config;
+  const Params& p = m.params;
+  const int n = c.tokens(), d = c.dim;
+  const double eps = double(c.ln_eps);
+  LrpScratch s;
+  Mat patches;  // (P, C·p·p) float: the image values, exact in double
+  im2col(patches, x, c.patch);
+  t.patches = patches.cast<double>();
+  linear_forward(t.embed, t.patches, p.patch_w, p.patch_b, s);
+  t.tokens_nopos.resize(n, d);
+  t.tokens_nopos.row(0) = p.cls_token.cast<double>().transpose();
+  t.tokens_nopos.bottomRows(n - 1) = t.embed;
+
+  t.blocks.resize(size_t(c.depth));
+  t.blocks[0].x = t.tokens_nopos + p.pos_embed.cast<double>();
+  for (int b = 0; b < c.depth; ++b) {
+    BlockTraceD& bt = t.blocks[size_t(b)];
+    const BlockParams& w = p.blocks[size_t(b)];
+    layernorm_forward(bt.ln1, bt.ln1_rstd, bt.x, w.norm1_w, w.norm1_b, eps);
+    linear_forward(bt.qkv, bt.ln1, w.qkv_w, w.qkv_b, s);
+    attention_forward(bt.ctx, bt.attn, bt.qkv, c.heads);
+    linear_forward(bt.attn_out, bt.ctx, w.proj_w, w.proj_b, s);
+    bt.x_mid = bt.x + bt.attn_out;
+    layernorm_forward(bt.ln2, bt.ln2_rstd, bt.x_mid, w.norm2_w, w.norm2_b, eps);
+    linear_forward(bt.fc1, bt.ln2, w.fc1_w, w.fc1_b, s);
+    gelu_forward(bt.act, bt.fc1);
+    linear_forward(bt.mlp_out, bt.act, w.fc2_w, w.fc2_b, s);
+    MatD& out = (b + 1 < c.depth) ? t.blocks[size_t(b) + 1].x : t.x_final;
+    out = bt.x_mid + bt.mlp_out;
+  }
+  layernorm_forward(t.ln_f, t.lnf_rstd, t.x_final, p.norm_w, p.norm_b, eps);
+  t.logits = p.head_w.cast<double>() * t.ln_f.row(0).transpose() + p.head_b.cast<double>();
+}
+
+namespace {
+
+void log_layer(ConservationReport& rep, const std::string& layer, double out, double in) {
+  rep.layers.push_back({layer, out, in});
+}
+
+// From the seed at the logits to the relevance at the last block's output.
+void propagate_head(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules) {
+  const Config& c = m.config;
+  const Params& p = m.params;
+  ConservationReport& rep = pass.report;
+  LrpScratch& s = pass.scratch;
+  MatD seed = MatD::Zero(1, c.classes);  // (1, classes)
+  seed(0, pass.target) = rules.seed == SeedRule::one_hot ? 1.0 : t.logits[pass.target];
+  rep.seed_sum = seed.sum();
+  const MatD pooled = t.ln_f.topRows(1);             // (1, d) the CLS row of the final LN
+  const MatD logits = t.logits.transpose();          // (1, classes)
+  MatD r_pooled;                                     // (1, d)
+  linear_relevance(r_pooled, seed, pooled, logits, p.head_w, p.head_b, rules.linear, s);
+  log_layer(rep, "head", seed.sum(), r_pooled.sum());
+  MatD r_lnf = MatD::Zero(c.tokens(), c.dim);        // (n, d) CLS pooling: all to token 0
+  r_lnf.row(0) = r_pooled.row(0);
+  log_layer(rep, "pool", r_pooled.sum(), r_lnf.sum());
+  layernorm_relevance(pass.r, r_lnf, t.x_final, t.ln_f, t.lnf_rstd, p.norm_w, rules.layernorm);
+  log_layer(rep, "norm", r_lnf.sum(), pass.r.sum());
+}
+
+// Through block b: pass.r at the block's output → pass.r at its input.
+void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules,
+                     int b) {
+  const BlockTraceD& bt = t.blocks[size_t(b)];
+  const BlockParams& w = m.params.blocks[size_t(b)];
+  ConservationReport& rep = pass.report;
+  LrpScratch& s = pass.scratch;
+  const std::string pre = "blocks." + std::to_string(b) + ".";
+  MatD r_res, r_branch, r_tmp, r_tmp2;  // (n, d) or (n, mlp)
+  // x_{b+1} = x' + f
+  add_relevance(r_res, r_branch, pass.r, bt.x_mid, bt.mlp_out, rules.add);
+  log_layer(rep, pre + "add2", pass.r.sum(), r_res.sum() + r_branch.sum());
+  linear_relevance(r_tmp, r_branch, bt.act, bt.mlp_out, w.fc2_w, w.fc2_b, rules.linear, s);
+  log_layer(rep, pre + "mlp.fc2", r_branch.sum(), r_tmp.sum());
+  log_layer(rep, pre + "mlp.act", r_tmp.sum(), r_tmp.sum());  // GELU: identity
+  linear_relevance(r_tmp2, r_tmp, bt.ln2, bt.fc1, w.fc1_w, w.fc1_b, rules.linear, s);
+  log_layer(rep, pre + "mlp.fc1", r_tmp.sum(), r_tmp2.sum());
+  layernorm_relevance(r_tmp, r_tmp2, bt.x_mid, bt.ln2, bt.ln2_rstd, w.norm2_w, rules.layernorm);
+  log_layer(rep, pre + "norm2", r_tmp2.sum(), r_tmp.sum());
+  r_res += r_tmp;  // x' feeds both the residual and LN2: the branch relevances add
+  log_layer(rep, pre + "clone2", r_res.sum(), r_res.sum());
+  // x' = x_b + o
+  add_relevance(r_tmp, r_branch, r_res, bt.x, bt.attn_out, rules.add);
+  log_layer(rep, pre + "add1", r_res.sum(), r_tmp.sum() + r_branch.sum());
+  MatD r_ctx, r_qkv;  // (n, d), (n, 3d)
+  linear_relevance(r_ctx, r_branch, bt.ctx, bt.attn_out, w.proj_w, w.proj_b, rules.linear, s);
+  log_layer(rep, pre + "attn.proj", r_branch.sum(), r_ctx.sum());
+  const AttentionRelevanceSums a =
+      attention_relevance(r_qkv, pass.r_attn[size_t(b)], r_ctx, bt.qkv, bt.attn, bt.ctx,
+                          int(bt.attn.size()), rules.product, rules.softmax, s);
+  log_layer(rep, pre + "attn.A_v", r_ctx.sum(), a.attn + a.v);
+  log_layer(rep, pre + "attn.softmax", a.attn, a.scores);
+  log_layer(rep, pre + "attn.q_kT", a.scores, a.q + a.k);
+  linear_relevance(r_res, r_qkv, bt.ln1, bt.qkv, w.qkv_w, w.qkv_b, rules.linear, s);
+  log_layer(rep, pre + "attn.qkv", r_qkv.sum(), r_res.sum());
+  layernorm_relevance(r_branch, r_res, bt.x, bt.ln1, bt.ln1_rstd, w.norm1_w, rules.layernorm);
+  log_layer(rep, pre + "norm1", r_res.sum(), r_branch.sum());
+  pass.r = r_tmp + r_branch;  // x_b feeds both the residual and LN1
+  log_layer(rep, pre + "clone1", pass.r.sum(), pass.r.sum());
+  rep.block_input_sums[size_t(b)] = pass.r.sum();
+}
+
+// From E0 through the position-embedding add and the patch embedding to the pixels.
+void propagate_embedding(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules) {
+  const Config& c = m.config;
+  const Params& p = m.params;
+  ConservationReport& rep = pass.report;
+  MatD r_tok, r_pos;  // (n, d)
+  add_relevance(r_tok, r_pos, pass.r, t.tokens_nopos, p.pos_embed.cast<double>(), rules.add);
+  log_layer(rep, "pos_embed.add", pass.r.sum(), r_tok.sum() + r_pos.sum());
+  const MatD r_embed = r_tok.bottomRows(c.num_patches());  // (P, d) the CLS token's share dropped
+  log_layer(rep, "drop_cls", r_tok.sum(), r_embed.sum());
+  patch_embed_relevance(pass.pixel_map, r_embed, t.patches, t.embed, p.patch_w, p.patch_b,
+                        rules.patch, c.channels, c.image_h, c.image_w, c.patch, pass.scratch);
+  rep.image_sum = pass.pixel_map.sum();
+  log_layer(rep, "patch_embed", r_embed.sum(), rep.image_sum);
+  pass.at_pixels = true;
+}
+
+}  // namespace
+
+void lrp_propagate(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules,
+                   int target, int down_to_block, bool to_pixels) {
+  const Config& c = m.config;
+  assert(target >= 0 && target < c.classes);
+  assert(down_to_block >= 0 && down_to_block < c.depth);
+  assert(!to_pixels || down_to_block == 0);
+  if (pass.target != target) {
+    pass.target = target;
+    pass.next_block = c.depth - 1;
+    pass.at_pixels = false;
+    pass.r_attn.assign(size_t(c.depth), {});
+    pass.pixel_map.resize(0, 0);
+    pass.report = ConservationReport();
+    pass.report.block_input_sums.assign(size_t(c.depth), std::numeric_limits<double>::quiet_NaN());
+    propagate_head(pass, m, t, rules);
+  }
+  for (; pass.next_block >= down_to_block; --pass.next_block) propagate_block(pass, m, t, rules, pass.next_block);
+  if (pass.next_block < 0) pass.report.tokens_sum = pass.r.sum();
+  if (to_pixels && !pass.at_pixels) propagate_embedding(pass, m, t, rules);
+}
+
+}  // namespace vitlens
