@@ -6,7 +6,8 @@
 // file shrinks to the page's own wording (or goes). Nothing else in web/ may name a method, an
 // option default or a norm stage: add such knowledge here, not in a view.
 
-// The norm-based method's stages, in core's order (core: norm_stage_name).
+// The norm-based method's stages, in core's order (core: norm_stage_name): the choices of its
+// stage option.
 export const NORM_STAGES = ['atb', 'atb-res', 'atb-res-ln', 'atb-res-ln-ff', 'layer'];
 
 // The option controls, by jsKey (methods() lists the jsKeys each method takes). `kind` says which
@@ -36,12 +37,6 @@ export const OPTION_SPECS = {
 
 // The method the page opens with: the first of these the engine has, else its first method.
 export const PREFERRED_METHODS = ['transformer-attribution', 'rollout'];
-
-// Methods whose maps use ∂y_t/∂A: the per-head gradients are fetched for them.
-export const USES_GRADS = new Set(['attn-gradcam', 'grad-rollout', 'transformer-attribution']);
-
-// Methods whose factor is E_h[(∇A ⊙ R_A)⁺]: the teaching view shows that product per head.
-export const GRAD_TIMES_RELEVANCE = new Set(['transformer-attribution']);
 
 // The per-head products "Inside the model" shows, and the method that averages each over heads.
 export const HEAD_PRODUCT_TEXT = {

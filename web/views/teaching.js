@@ -5,7 +5,7 @@
 import { on } from '../events.js';
 import { drawGrid, formatNumber } from '../render.js';
 import { attributionTree, drawTree, headImportance, lineChart } from '../teach.js';
-import { GRAD_TIMES_RELEVANCE, HEAD_PRODUCT_TEXT, NORM_FORMULA, NORM_STAGES, STEP_FORMULA, USES_GRADS } from './method_text.js';
+import { HEAD_PRODUCT_TEXT, NORM_FORMULA, STEP_FORMULA } from './method_text.js';
 import { $, fitCanvas } from './util.js';
 
 function queryRow(mat, n, q) {
@@ -130,7 +130,8 @@ export function createTeachingView(app) {
       const row = teachRow('head-relevance', `block ${b}: R_A per head`, 'R_A_b,h = the LRP relevance reaching head h’s attention (Chefer et al. 2021); the query’s row');
       rHeads.forEach((r, h) => row.append(gridFigure(queryRow(r, n, q), ex, `head ${h}`, 'head-relevance')));
       box.append(row);
-      if (td?.grads?.[b] && GRAD_TIMES_RELEVANCE.has(ex.method)) {
+      // The method weighted R_A by ∇A when it reports ∇A for this block as well.
+      if (td?.grads?.[b] && ex.intermediates.blocks[b].grad) {
         const row2 = teachRow('head-gradxr', `block ${b}: (∇A ⊙ R_A)⁺ per head`, HEAD_PRODUCT_TEXT.gradxr);
         rHeads.forEach((r, h) => {
           const g = td.grads[b][h];
@@ -147,9 +148,7 @@ export function createTeachingView(app) {
     }
     if (ex.norm?.[b]) {
       const row = teachRow('norm-stages', `block ${b}: norm-based stages`, 'N[i, j] = ‖z_(i←j)‖₂ at each stage; r = mixing ratio of the query token');
-      for (const st of NORM_STAGES) {
-        const map = ex.norm[b].maps?.[st];
-        if (!map) continue;
+      for (const [st, map] of Object.entries(ex.norm[b].maps ?? {})) {
         const fig = gridFigure(queryRow(map, n, q), ex, '', 'norm-stage');
         const mix = ex.norm[b].mixing?.[st];
         fig.querySelector('figcaption').innerHTML = '<strong></strong><br><span class="formula"></span>';
@@ -168,9 +167,10 @@ export function createTeachingView(app) {
     }
   }
 
-  // Asks the worker for each head's A (and ∂y_t/∂A when the method uses it) of the current image.
+  // Asks the worker for each head's A (and ∂y_t/∂A when the method uses it: when its per-block
+  // intermediates include ∇A) of the current image.
   async function fetchHeads(ex) {
-    const grads = USES_GRADS.has(ex.method);
+    const grads = (ex.intermediates?.blocks ?? []).some((blk) => blk.grad);
     const key = `${app.imageVersion}:${grads ? ex.target : '-'}`;
     if (teachData?.key === key || (teachData?.grads && teachData.key === `${app.imageVersion}:${ex.target}`)) {
       renderBlock();
