@@ -1,5 +1,6 @@
 // cmd_explain.cpp — `vitlens explain MODEL (IMAGE | --input x.npy) --method NAME`: one
-// attribution map, saved raw as .npy and/or rendered as a jet overlay on the image.
+// attribution map, saved raw as .npy and/or rendered as a jet overlay on the image. The method
+// options — flags, parsing, checks, --list and --help — come from the method tables (options.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,26 +16,97 @@ namespace vitlens::cli {
 
 namespace {
 
+// How --help and --list show an option's value: "N", "X", "mean|max|min", "METHOD", "IMAGE".
+std::string metavar(const OptionSpec& o) {
+  switch (o.kind) {
+    case OptionKind::integer: return "N";
+    case OptionKind::number: return "X";
+    case OptionKind::flag: return "";
+    case OptionKind::choice: {
+      std::string s;
+      for (const std::string& c : o.choices) s += (s.empty() ? "" : "|") + c;
+      return s;
+    }
+    case OptionKind::method: return "METHOD";
+    case OptionKind::image: return "IMAGE";
+  }
+  return "";
+}
+
+// "--start-layer N" / "--no-grad".
+std::string usage_of(const OptionSpec& o) {
+  const std::string v = metavar(o);
+  return o.flag() + (v.empty() ? "" : " " + v);
+}
+
+// "0…last-block" (a model-dependent bound by name).
+std::string range_of(const OptionSpec& o) {
+  if (o.kind != OptionKind::integer && o.kind != OptionKind::number) return "";
+  auto b = [](const OptionBound& x) {
+    if (x.ref != OptionRef::none) return std::string(option_ref_name(x.ref));
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.16g", x.value);
+    return std::string(buf);
+  };
+  return b(o.min) + "…" + b(o.max) + (o.zero_is_default ? " or 0" : "");
+}
+
+// One line per option: flag, help, default and range (a negated flag names what it clears).
+void print_option(const OptionSpec& o, const std::string& help) {
+  const std::string range = range_of(o);
+  const std::string sets = o.negation ? std::string("sets ") + o.key + " false; " : "";
+  std::printf("    %-32s %s (%sdefault %s%s%s)\n", usage_of(o).c_str(), help.c_str(), sets.c_str(),
+              default_text(o).c_str(), range.empty() ? "" : "; ", range.c_str());
+}
+
 void print_list() {
   for (const MethodInfo& m : method_registry()) {
-    std::string opts;
-    auto add = [&](unsigned bit, const char* flag) {
-      if (m.options & bit) opts += std::string(opts.empty() ? "" : " ") + flag;
-    };
-    add(opt_start_layer, "--start-layer");
-    add(opt_head_fusion, "--head-fusion");
-    add(opt_discard_ratio, "--discard-ratio");
-    add(opt_block, "--block");
-    add(opt_use_grad, "--no-grad");
-    add(opt_steps, "--steps");
-    add(opt_quadrature, "--quadrature");
-    add(opt_baseline, "--baseline");
-    add(opt_smooth, "--inner --samples --noise --seed");
-    add(opt_stage, "--stage");
-    std::printf("%-24s %s\n%-24s   %s%s%s\n", m.name, m.description, "", m.paper,
-                opts.empty() ? "" : "; options: ", opts.c_str());
+    std::printf("%s\n  %s\n  %s\n", m.name, m.description, m.paper);
+    for (const OptionSpec& o : m.options) print_option(o, o.help);
+    std::printf("  outputs:");
+    for (const OutputSpec& out : m.outputs) std::printf(" %s %s;", out.key, out.shape);
+    std::printf("\n");
   }
 }
+
+// --help: every option of the registry once, with the methods that read it (their own help and
+// default where they differ: --steps is m for attattr and n for integrated-gradients).
+void print_help() {
+  std::printf(
+      "usage: vitlens explain MODEL (IMAGE | --input x.npy) --method NAME [OPTIONS]\n"
+      "         [--save-map map.npy] [--out overlay.png] [--json] [--conservation] [--progress]\n"
+      "       vitlens explain --list       (each method with its options, defaults and outputs)\n\n"
+      "--save-map writes the raw, unnormalised map as float32 .npy: (H/p, W/p) tokens, or (H, W) pixels\n"
+      "for the methods that compute it at the input. --out writes a jet overlay of the min-max-normalised\n"
+      "pixel map on the image. --json prints the map and, for LRP methods, the conservation report\n"
+      "(Σ relevance after each layer); --conservation prints only the report. --progress shows a\n"
+      "progress bar for the long methods. --key=value works for every option.\n\n"
+      "method options (a method rejects the ones it does not read):\n");
+  for (const OptionSpec* o : all_options()) {
+    std::string users;
+    size_t count = 0;
+    bool same = true;
+    for (const MethodInfo& m : method_registry())
+      if (const OptionSpec* mine = find_option(m, o->key)) {
+        users += std::string(users.empty() ? "" : ", ") + m.name;
+        ++count;
+        same = same && mine->help == o->help && default_text(*mine) == default_text(*o);
+      }
+    if (same) {
+      print_option(*o, o->help);
+    } else {
+      std::printf("    %-32s per method:\n", usage_of(*o).c_str());
+      for (const MethodInfo& m : method_registry())
+        if (const OptionSpec* mine = find_option(m, o->key))
+          std::printf("      %-30s %s (default %s)\n", m.name, mine->help.c_str(), default_text(*mine).c_str());
+      continue;
+    }
+    if (count < method_registry().size()) std::printf("    %-32s   for %s\n", "", users.c_str());
+  }
+}
+
+// The name an option has on the command line (no dashes): its key, or a flag's negation word.
+std::string flag_name(const OptionSpec& o) { return o.flag().substr(2); }
 
 // The jet colour map of v in [0, 1] (piecewise linear, as matplotlib's "jet").
 void jet(float v, uint8_t rgb[3]) {
@@ -79,30 +151,6 @@ nlohmann::json report_json(const ConservationReport& r) {
           {"image_sum", num(r.image_sum)}, {"layers", layers}};
 }
 
-HeadFusion parse_fusion(const std::string& s) {
-  if (s == "mean") return HeadFusion::mean;
-  if (s == "max") return HeadFusion::max;
-  if (s == "min") return HeadFusion::min;
-  throw Error(ErrorCode::bad_argument, "--head-fusion must be mean, max or min, got '" + s + "'");
-}
-
-Quadrature parse_quadrature(const std::string& s) {
-  if (s == "left") return Quadrature::left;
-  if (s == "right") return Quadrature::right;
-  if (s == "middle") return Quadrature::middle;
-  if (s == "gauss-legendre") return Quadrature::gauss_legendre;
-  throw Error(ErrorCode::bad_argument, "--quadrature must be left, right, middle or gauss-legendre, got '" + s + "'");
-}
-
-NormStage parse_stage(const std::string& s) {
-  if (s == "atb") return NormStage::atb;
-  if (s == "atb-res") return NormStage::atb_res;
-  if (s == "atb-res-ln") return NormStage::atb_res_ln;
-  if (s == "atb-res-ln-ff") return NormStage::atb_res_ln_ff;
-  if (s == "layer") return NormStage::layer;
-  throw Error(ErrorCode::bad_argument, "--stage must be atb, atb-res, atb-res-ln, atb-res-ln-ff or layer, got '" + s + "'");
-}
-
 // A progress bar on stderr for the long methods (only when stderr is a terminal or asked).
 ProgressFn progress_bar(const std::string& method) {
   return [method, last = -1](double f) mutable {
@@ -119,83 +167,39 @@ ProgressFn progress_bar(const std::string& method) {
 }  // namespace
 
 int cmd_explain(int argc, char** argv) {
-  Args args(argc, argv,
-            {"input", "method", "target", "start-layer", "head-fusion", "discard-ratio", "block", "save-map", "out",
-             "steps", "quadrature", "baseline", "inner", "samples", "noise", "seed", "stage", "threads"},
-            {"help", "list", "no-grad", "json", "conservation", "progress"});
+  // The flags: this command's own, and every method option of the registry (options.h).
+  std::vector<std::string> values = {"input", "method", "save-map", "out"};
+  std::vector<std::string> flags = {"help", "list", "json", "conservation", "progress"};
+  for (const OptionSpec* o : all_options()) (o->kind == OptionKind::flag ? flags : values).push_back(flag_name(*o));
+  Args args(argc, argv, values, flags);
   if (args.has("list")) {
     print_list();
     return 0;
   }
   if (args.has("help") || args.positional().empty() || args.positional().size() > 2 || !args.has("method")) {
-    std::printf(
-        "usage: vitlens explain MODEL (IMAGE | --input x.npy) --method NAME [--target T]\n"
-        "         [--start-layer S] [--head-fusion mean|max|min] [--discard-ratio R] [--block B] [--no-grad]\n"
-        "         [--steps N] [--quadrature left|right|middle|gauss-legendre] [--baseline IMAGE]\n"
-        "         [--inner METHOD] [--samples N] [--noise SIGMA] [--seed S] [--stage STAGE] [--threads T]\n"
-        "         [--save-map map.npy] [--out overlay.png] [--json] [--conservation] [--progress]\n"
-        "       vitlens explain --list\n\n"
-        "--target: class to explain (default: the predicted class). --start-layer, --block: 0-based blocks.\n"
-        "--save-map writes the raw, unnormalised map as float32 .npy: (H/p, W/p) tokens, or (H, W) pixels\n"
-        "for lrp and attnlrp. --out writes a jet overlay of the min-max-normalised pixel map on the image.\n"
-        "--json prints the map and, for LRP methods, the conservation report (Σ relevance after each\n"
-        "layer); --conservation prints only the report. --steps: attattr's m (20) or integrated-gradients'\n"
-        "n (32); --baseline: IG's baseline image (default black); smoothgrad wraps --inner (saliency) over\n"
-        "--samples noisy copies (σ = --noise × the input range, stream --seed); norm-based rolls out\n"
-        "--stage (atb, atb-res, atb-res-ln, atb-res-ln-ff, layer; default layer). --threads runs\n"
-        "independent passes in parallel; --progress shows a progress bar for the long methods.\n");
+    print_help();
     return args.has("help") ? 0 : 2;
   }
   const std::string method = args.get("method");
   const MethodInfo* info = find_method(method);
   if (!info) throw Error(ErrorCode::bad_argument, "unknown method '" + method + "' (see vitlens explain --list)");
-  auto needs = [&](const char* flag, unsigned bit) {
-    if (args.has(flag) && !(info->options & bit))
-      throw Error(ErrorCode::bad_argument,
-                  std::string("--") + flag + " does not apply to " + method + " (see vitlens explain --list)");
-  };
-  needs("start-layer", opt_start_layer);
-  needs("head-fusion", opt_head_fusion);
-  needs("discard-ratio", opt_discard_ratio);
-  needs("block", opt_block);
-  needs("no-grad", opt_use_grad);
-  needs("steps", opt_steps);
-  needs("quadrature", opt_quadrature);
-  needs("baseline", opt_baseline);
-  needs("inner", opt_smooth);
-  needs("samples", opt_smooth);
-  needs("noise", opt_smooth);
-  needs("seed", opt_smooth);
-  needs("stage", opt_stage);
-
   const Model m = load_model_arg(args.positional()[0]);
   const Image x = load_input(args, m.config, args.positional().size() > 1 ? args.positional()[1] : "");
-  MethodOptions opt;
-  opt.target = args.get_int("target", -1);
-  if (args.has("target") && opt.target < 0)
-    throw Error(ErrorCode::bad_argument, "--target must be a class index from 0 to " + std::to_string(m.config.classes - 1));
-  opt.start_layer = args.get_int("start-layer", 0);
-  opt.head_fusion = parse_fusion(args.get("head-fusion", "mean"));
-  opt.discard_ratio = args.get_double("discard-ratio", 0.0);
-  opt.block = args.get_int("block", -1);
-  if (args.has("block") && opt.block < 0)
-    throw Error(ErrorCode::bad_argument, "--block must be a block index from 0 to " + std::to_string(m.config.depth - 1));
-  opt.use_grad = !args.has("no-grad");
-  opt.steps = args.get_int("steps", 0);
-  if (args.has("steps") && opt.steps < 1) throw Error(ErrorCode::bad_argument, "--steps must be at least 1");
-  opt.quadrature = parse_quadrature(args.get("quadrature", "gauss-legendre"));
+  // Every option given, through core's parser in the order the API uses (each value's own checks
+  // first; explain() then rejects the ones this method does not read).
+  MethodOptions opt = default_options(info);
   Image baseline;
-  if (args.has("baseline")) {
-    baseline = load_image_or_npy(args.get("baseline"), m.config);
-    opt.baseline = &baseline;
+  for (const OptionSpec* o : all_options()) {
+    const std::string name = flag_name(*o);
+    if (!args.has(name)) continue;
+    OptionValue v = OptionValue::of_text(args.get(name));
+    if (o->kind == OptionKind::flag) v = OptionValue::of_bool(true);  // --no-grad: the negation word clears
+    if (o->kind == OptionKind::image) {
+      baseline = load_image_or_npy(args.get(name), m.config);
+      v = OptionValue::of_image(&baseline);
+    }
+    set_option(opt, name, v, &m.config);
   }
-  opt.inner = args.get("inner", "saliency");
-  opt.samples = args.get_int("samples", 0);
-  if (args.has("samples") && opt.samples < 1) throw Error(ErrorCode::bad_argument, "--samples must be at least 1");
-  opt.noise = args.get_double("noise", 0.15);
-  opt.seed = args.get_u64("seed", 0);
-  opt.stage = parse_stage(args.get("stage", "layer"));
-  opt.threads = args.get_int("threads", 1);
   if (args.has("progress") && info->long_running) opt.progress = progress_bar(method);
 
   const Explanation ex = explain(m, x, method, opt);

@@ -19,6 +19,8 @@
 #include "vitlens/io/image.h"
 #include "vitlens/tensor/limits.h"
 #include "vitlens/methods/methods.h"
+#include "vitlens/methods/norm_maps.h"
+#include "vitlens/methods/options.h"
 #include "vitlens/io/model_file.h"
 #include "vitlens/tensor/parallel.h"
 #include "vitlens/io/safetensors.h"
@@ -125,75 +127,54 @@ std::string string_arg(const val& v, const char* what) {
   return v.as<std::string>();
 }
 
-// A string option that must be one of `names` (its index), `def` when absent.
-int enum_option(const val& o, const char* key, std::initializer_list<const char*> names, int def) {
-  const val v = o[key];
-  if (v.isUndefined() || v.isNull()) return def;
-  const std::string s = v.isString() ? v.as<std::string>() : "";
-  int i = 0;
-  std::string list;
-  for (const char* n : names) {
-    if (s == n) return i;
-    list += std::string(i ? ", " : "") + "\"" + n + "\"";
-    ++i;
-  }
-  throw Error(ErrorCode::bad_argument, std::string("option ") + key + " must be one of " + list);
-}
-
-// The method options of a plain JS object. `baseline` receives the integrated-gradients
-// baseline (a normalised C×H×W Float32Array) when one is given; `opt.baseline` points to it.
-MethodOptions options_from_js(const val& o, const Config& c, Image& baseline) {
-  MethodOptions opt;
-  if (o.isUndefined() || o.isNull()) return opt;
-  if (o.typeOf().as<std::string>() != "object") throw Error(ErrorCode::bad_argument, "explain options must be an object");
-  opt.target = int_option(o, "target", -1);
-  opt.start_layer = int_option(o, "startLayer", 0);
-  opt.block = int_option(o, "block", -1);
-  opt.discard_ratio = number_option(o, "discardRatio", 0.0);
-  opt.use_grad = bool_option(o, "useGrad", true);
-  opt.want_intermediates = bool_option(o, "intermediates", false);
-  const val f = o["headFusion"];
-  if (!f.isUndefined() && !f.isNull()) {
-    const std::string s = f.isString() ? f.as<std::string>() : "";
-    if (s == "mean") opt.head_fusion = HeadFusion::mean;
-    else if (s == "max") opt.head_fusion = HeadFusion::max;
-    else if (s == "min") opt.head_fusion = HeadFusion::min;
-    else throw Error(ErrorCode::bad_argument, "option headFusion must be \"mean\", \"max\" or \"min\"");
-  }
-  opt.steps = int_option(o, "steps", 0);
-  opt.quadrature = Quadrature(enum_option(o, "quadrature", {"left", "right", "middle", "gauss-legendre"}, 3));
-  opt.stage = NormStage(enum_option(o, "stage", {"atb", "atb-res", "atb-res-ln", "atb-res-ln-ff", "layer"}, 4));
-  const val inner = o["inner"];
-  if (!inner.isUndefined() && !inner.isNull()) {
-    if (!inner.isString()) throw Error(ErrorCode::bad_argument, "option inner must be a method name");
-    opt.inner = inner.as<std::string>();
-  }
-  opt.samples = int_option(o, "samples", 0);
-  // All the threads this build has (1 in vitlens.js; the pool in vitlens-mt.js); results do not
-  // depend on it.
-  opt.threads = int_option(o, "threads", thread_limit());
-  opt.noise = number_option(o, "noise", 0.15);
-  const double seed = number_option(o, "seed", 0);
-  if (seed < 0 || seed != std::floor(seed) || seed > 9007199254740991.0)
-    throw Error(ErrorCode::bad_argument, "option seed must be a non-negative integer");
-  opt.seed = uint64_t(seed);
-  const val b = o["baseline"];
-  if (!b.isUndefined() && !b.isNull()) {
+// One option value of a plain JS object as core's OptionValue: a number, a boolean or a string as
+// it is (a string is parsed as the CLI's text is); an image option's Float32Array becomes
+// `baseline`. core's set_option then gives the same errors as for the CLI's text.
+OptionValue option_value_from_js(const OptionSpec* spec, const std::string& key, const val& v, const Config& c,
+                                 Image& baseline) {
+  if (spec && spec->kind == OptionKind::image) {
     const int64_t size = int64_t(c.channels) * c.image_h * c.image_w;
-    std::vector<float> v = copy_in<float>(b, size, "option baseline");
-    if (int64_t(v.size()) != size)
-      throw Error(ErrorCode::bad_shape, "option baseline must be a normalised C×H×W Float32Array of " +
+    std::vector<float> data = copy_in<float>(v, size, "option baseline");
+    if (int64_t(data.size()) != size)
+      throw Error(ErrorCode::bad_shape, "option " + key + " must be a normalised C×H×W Float32Array of " +
                                             std::to_string(size) + " values");
     baseline = Image(c.channels, c.image_h, c.image_w);
-    baseline.data = std::move(v);
-    opt.baseline = &baseline;
+    baseline.data = std::move(data);
+    return OptionValue::of_image(&baseline);
   }
-  const val progress = o["onProgress"];
-  if (!progress.isUndefined() && !progress.isNull()) {
-    if (progress.typeOf().as<std::string>() != "function")
-      throw Error(ErrorCode::bad_argument, "option onProgress must be a function");
-    // The callback may return false to cancel; anything else continues.
-    opt.progress = [progress](double f) { return !progress(f).isFalse(); };
+  if (v.isNumber()) return OptionValue::of_number(v.as<double>());
+  if (v.isTrue() || v.isFalse()) return OptionValue::of_bool(v.isTrue());
+  if (v.isString()) return OptionValue::of_text(v.as<std::string>());
+  throw Error(ErrorCode::bad_argument, key + " must be a number, a boolean or a string, got " + v.typeOf().as<std::string>());
+}
+
+// The method options of a plain JS object: every key is an option of the method tables
+// (options.h) by its JS name, set through core's set_option, or one of the call-level keys
+// `intermediates` and `onProgress`. Absent keys (or undefined / null) keep the defaults; explain()
+// rejects keys the method does not read. `baseline` receives the integrated-gradients baseline
+// (a normalised C×H×W Float32Array); `opt.baseline` points to it.
+MethodOptions options_from_js(const val& o, const Config& c, Image& baseline) {
+  MethodOptions opt = default_options();
+  if (o.isUndefined() || o.isNull()) return opt;
+  if (o.typeOf().as<std::string>() != "object") throw Error(ErrorCode::bad_argument, "explain options must be an object");
+  const val keys = val::global("Object").call<val>("keys", o);
+  const int n = keys["length"].as<int>();
+  for (int i = 0; i < n; ++i) {
+    const std::string key = keys[i].as<std::string>();
+    const val v = o[key];
+    if (v.isUndefined() || v.isNull()) continue;
+    if (key == "intermediates") {
+      if (!v.isTrue() && !v.isFalse()) throw Error(ErrorCode::bad_argument, "option intermediates must be a boolean");
+      opt.want_intermediates = v.isTrue();
+    } else if (key == "onProgress") {
+      if (v.typeOf().as<std::string>() != "function")
+        throw Error(ErrorCode::bad_argument, "option onProgress must be a function");
+      // The callback may return false to cancel; anything else continues.
+      opt.progress = [v](double f) { return !v(f).isFalse(); };
+    } else {
+      // By key: core finds the option (JS or canonical key), or raises its "unknown option" error.
+      set_option(opt, key, option_value_from_js(find_any_option(key), key, v, c, baseline), &c);
+    }
   }
   return opt;
 }
@@ -210,82 +191,107 @@ val report_to_js(const ConservationReport& r) {
   return layers;
 }
 
+// One output of the method's table (OutputSpec) as JS, set on `o` under its JS key; nothing when
+// this explanation did not fill it (intermediates not asked for, completeness of a smoothgrad
+// over another method).
+void output_to_js(val& o, const OutputSpec& out, const Explanation& ex, const ConservationReport* report) {
+  const std::string key = out.js_key();
+  auto num = [](double v) { return std::isnan(v) ? val::null() : val(v); };
+  switch (out.id) {
+    case OutputId::token_map:  // (H/p, W/p)
+      o.set(key, mat_out(ex.token_map));
+      o.set("gridH", int(ex.token_map.rows()));
+      o.set("gridW", int(ex.token_map.cols()));
+      break;
+    case OutputId::pixel_map:  // (H, W)
+      o.set(key, mat_out(ex.pixel_map));
+      o.set("height", int(ex.pixel_map.rows()));
+      o.set("width", int(ex.pixel_map.cols()));
+      break;
+    case OutputId::conservation:
+      if (report) o.set(key, report_to_js(*report));
+      break;
+    case OutputId::relevance_sums: {
+      if (!report) break;
+      val sums = val::object();
+      sums.set("seed", report->seed_sum);
+      val blocks = val::array();
+      for (double b : report->block_input_sums) blocks.call<void>("push", num(b));
+      sums.set("blockInputs", blocks);
+      sums.set("tokens", num(report->tokens_sum));
+      sums.set("image", num(report->image_sum));
+      o.set(key, sums);
+      break;
+    }
+    case OutputId::completeness: {
+      if (!ex.has_completeness) break;
+      val c = val::object();
+      c.set("attributionSum", ex.completeness.attribution_sum);
+      c.set("fInput", ex.completeness.f_input);
+      c.set("fBaseline", ex.completeness.f_baseline);
+      c.set("gap", ex.completeness.gap());
+      o.set(key, c);
+      break;
+    }
+    case OutputId::attattr: {  // L × H × (n, n) row-major Float32Arrays
+      val blocks = val::array();
+      for (const AttAttrBlock& b : ex.attattr) {
+        val heads = val::array();
+        for (const Mat& a : b.attr) heads.call<void>("push", mat_out(a));
+        blocks.call<void>("push", heads);
+      }
+      o.set(key, blocks);
+      break;
+    }
+    case OutputId::norm: {  // L × {maps: {stage: (n, n)}, mixing: {stage: (n)}}
+      val blocks = val::array();
+      for (const NormBlock& b : ex.norm) {
+        val maps = val::object(), mixing = val::object();
+        for (int k = 0; k < norm_stage_count; ++k) {
+          const char* stage = norm_stage_name(NormStage(k));
+          if (b.maps[k].size()) maps.set(stage, mat_out(b.maps[k]));
+          if (b.mixing[k].size()) mixing.set(stage, float32_out(b.mixing[k].data(), size_t(b.mixing[k].size())));
+        }
+        val bo = val::object();
+        bo.set("maps", maps);
+        bo.set("mixing", mixing);
+        blocks.call<void>("push", bo);
+      }
+      o.set(key, blocks);
+      break;
+    }
+    case OutputId::intermediates: {  // L × head means (n, n)
+      if (ex.blocks.empty()) break;
+      val blocks = val::array();
+      for (const BlockIntermediates& b : ex.blocks) {
+        val bo = val::object();
+        bo.set("attn", mat_out(b.attn));
+        bo.set("grad", mat_out(b.grad));
+        bo.set("relevance", mat_out(b.relevance));
+        val heads = val::array();
+        for (const Mat& r : b.relevance_heads) heads.call<void>("push", mat_out(r));
+        bo.set("relevanceHeads", heads);
+        bo.set("step", mat_out(b.step));
+        bo.set("accumulated", mat_out(b.accumulated));
+        blocks.call<void>("push", bo);
+      }
+      val in = val::object();
+      in.set("tokens", ex.blocks[0].attn.size() == 0 ? 0 : int(ex.blocks[0].attn.rows()));
+      in.set("blocks", blocks);
+      o.set(key, in);
+      break;
+    }
+  }
+}
+
+// An Explanation as JS: the method, the target and each output of the method's table.
+// `conservation` is always there (an empty array for the methods that do not report relevance).
 val explanation_to_js(const Explanation& ex, const ConservationReport* report) {
   val o = val::object();
   o.set("method", ex.method);
   o.set("target", ex.target);
-  o.set("tokenMap", mat_out(ex.token_map));
-  o.set("gridH", int(ex.token_map.rows()));
-  o.set("gridW", int(ex.token_map.cols()));
-  o.set("pixelMap", mat_out(ex.pixel_map));
-  o.set("height", int(ex.pixel_map.rows()));
-  o.set("width", int(ex.pixel_map.cols()));
-  o.set("conservation", report ? report_to_js(*report) : val::array());
-  if (report) {
-    auto num = [](double v) { return std::isnan(v) ? val::null() : val(v); };
-    val sums = val::object();
-    sums.set("seed", report->seed_sum);
-    val blocks = val::array();
-    for (double b : report->block_input_sums) blocks.call<void>("push", num(b));
-    sums.set("blockInputs", blocks);
-    sums.set("tokens", num(report->tokens_sum));
-    sums.set("image", num(report->image_sum));
-    o.set("relevanceSums", sums);
-  }
-  if (ex.has_completeness) {
-    val c = val::object();
-    c.set("attributionSum", ex.completeness.attribution_sum);
-    c.set("fInput", ex.completeness.f_input);
-    c.set("fBaseline", ex.completeness.f_baseline);
-    c.set("gap", ex.completeness.gap());
-    o.set("completeness", c);
-  }
-  if (!ex.attattr.empty()) {
-    // attattr: per block an array of H Float32Arrays (n·n, row-major).
-    val blocks = val::array();
-    for (const AttAttrBlock& b : ex.attattr) {
-      val heads = val::array();
-      for (const Mat& a : b.attr) heads.call<void>("push", mat_out(a));
-      blocks.call<void>("push", heads);
-    }
-    o.set("attattr", blocks);
-  }
-  if (!ex.norm.empty()) {
-    // norm-based: per block {maps: {stage: Float32Array n·n}, mixing: {stage: Float32Array n}}.
-    static const char* stages[5] = {"atb", "atb-res", "atb-res-ln", "atb-res-ln-ff", "layer"};
-    val blocks = val::array();
-    for (const NormBlock& b : ex.norm) {
-      val maps = val::object(), mixing = val::object();
-      for (int k = 0; k < 5; ++k) {
-        if (b.maps[k].size()) maps.set(stages[k], mat_out(b.maps[k]));
-        if (b.mixing[k].size()) mixing.set(stages[k], float32_out(b.mixing[k].data(), size_t(b.mixing[k].size())));
-      }
-      val bo = val::object();
-      bo.set("maps", maps);
-      bo.set("mixing", mixing);
-      blocks.call<void>("push", bo);
-    }
-    o.set("norm", blocks);
-  }
-  if (!ex.blocks.empty()) {
-    val blocks = val::array();
-    for (const BlockIntermediates& b : ex.blocks) {
-      val bo = val::object();
-      bo.set("attn", mat_out(b.attn));
-      bo.set("grad", mat_out(b.grad));
-      bo.set("relevance", mat_out(b.relevance));
-      val heads = val::array();
-      for (const Mat& r : b.relevance_heads) heads.call<void>("push", mat_out(r));
-      bo.set("relevanceHeads", heads);
-      bo.set("step", mat_out(b.step));
-      bo.set("accumulated", mat_out(b.accumulated));
-      blocks.call<void>("push", bo);
-    }
-    val in = val::object();
-    in.set("tokens", ex.blocks.empty() || ex.blocks[0].attn.size() == 0 ? 0 : int(ex.blocks[0].attn.rows()));
-    in.set("blocks", blocks);
-    o.set("intermediates", in);
-  }
+  o.set("conservation", val::array());
+  for (const OutputSpec& out : find_method(ex.method)->outputs) output_to_js(o, out, ex, report);
   return o;
 }
 
@@ -462,6 +468,67 @@ class WasmModel {
   ExplainState state_;  // the last predicted input's forward pass and what explain derived from it
 };
 
+// A bound of an option as JS: the number, or null when it depends on the model (then its `…Of`
+// names the bound: "lastBlock", "lastClass"); a build-dependent one (the thread limit) resolved.
+void bound_to_js(val& o, const char* name, const OptionBound& b) {
+  const bool model_dependent = b.ref == OptionRef::last_block || b.ref == OptionRef::last_class;
+  o.set(name, model_dependent ? val::null() : val(resolve(b, nullptr)));
+  o.set(std::string(name) + "Of", model_dependent ? val(camel_case(option_ref_name(b.ref))) : val::null());
+}
+
+// One option of `method` (a method option's choices: every other method).
+val option_spec_to_js(const OptionSpec& s, const MethodInfo& method) {
+  val o = val::object();
+  o.set("key", std::string(s.key));
+  o.set("jsKey", s.js_key());
+  o.set("flag", s.flag());
+  o.set("kind", std::string(option_kind_name(s.kind)));
+  val choices = val::array();
+  if (s.kind == OptionKind::choice)
+    for (const std::string& c : s.choices) choices.call<void>("push", c);
+  if (s.kind == OptionKind::method)
+    for (const MethodInfo& m : method_registry())
+      if (&m != &method) choices.call<void>("push", std::string(m.name));
+  o.set("choices", choices);
+  const bool numeric = s.kind == OptionKind::integer || s.kind == OptionKind::number;
+  if (numeric) {
+    bound_to_js(o, "min", s.min);
+    bound_to_js(o, "max", s.max);
+  } else {
+    o.set("min", val::null());
+    o.set("minOf", val::null());
+    o.set("max", val::null());
+    o.set("maxOf", val::null());
+  }
+  switch (s.kind) {
+    case OptionKind::integer:
+    case OptionKind::number: o.set("default", resolve(s.def, nullptr)); break;
+    case OptionKind::flag: o.set("default", s.def.value != 0); break;
+    case OptionKind::choice: o.set("default", s.choices[size_t(s.def.value)]); break;
+    case OptionKind::method: o.set("default", s.def_text); break;
+    case OptionKind::image: o.set("default", val::null()); break;  // black
+  }
+  o.set("defaultText", default_text(s));
+  o.set("zeroIsDefault", s.zero_is_default);
+  o.set("minMeans", s.min_means ? val(std::string(s.min_means)) : val::null());
+  o.set("help", s.help);
+  return o;
+}
+
+val output_spec_to_js(const OutputSpec& s) {
+  val o = val::object();
+  o.set("key", std::string(s.key));
+  o.set("jsKey", s.js_key());
+  o.set("shape", std::string(s.shape));
+  val dims = val::array();
+  for (const char* d : s.dims) dims.call<void>("push", std::string(d));
+  o.set("dims", dims);
+  o.set("when", std::string(s.when));
+  o.set("help", std::string(s.help));
+  return o;
+}
+
+// The registry with each method's option and output tables (options.h).
 val methods_js() {
   val out = val::array();
   for (const MethodInfo& m : method_registry()) {
@@ -469,17 +536,15 @@ val methods_js() {
     o.set("name", std::string(m.name));
     o.set("description", std::string(m.description));
     o.set("paper", std::string(m.paper));
-    val opts = val::array();
-    const std::pair<unsigned, const char*> names[] = {{opt_target, "target"},         {opt_start_layer, "startLayer"},
-                                                      {opt_head_fusion, "headFusion"}, {opt_discard_ratio, "discardRatio"},
-                                                      {opt_block, "block"},           {opt_use_grad, "useGrad"},
-                                                      {opt_steps, "steps"},           {opt_quadrature, "quadrature"},
-                                                      {opt_baseline, "baseline"},     {opt_stage, "stage"}};
-    for (const auto& [bit, name] : names)
-      if (m.options & bit) opts.call<void>("push", std::string(name));
-    if (m.options & opt_smooth)
-      for (const char* name : {"inner", "samples", "noise", "seed"}) opts.call<void>("push", std::string(name));
-    o.set("options", opts);
+    val keys = val::array(), specs = val::array(), outputs = val::array();
+    for (const OptionSpec& s : m.options) {
+      keys.call<void>("push", s.js_key());
+      specs.call<void>("push", option_spec_to_js(s, m));
+    }
+    for (const OutputSpec& s : m.outputs) outputs.call<void>("push", output_spec_to_js(s));
+    o.set("options", keys);
+    o.set("optionSpecs", specs);
+    o.set("outputs", outputs);
     o.set("classSpecific", m.class_specific);
     o.set("reportsRelevance", m.reports_relevance);
     o.set("conserves", m.conserves);

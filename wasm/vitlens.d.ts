@@ -54,16 +54,63 @@ export type MethodName =
   | "integrated-gradients"
   | "smoothgrad";
 
+/**
+ * One option of a method, from core's option table (core/include/vitlens/methods/options.h).
+ * tests/node/options.test.mjs checks ExplainOptions below against these tables.
+ */
+export interface OptionSpec {
+  /** Canonical kebab-case key, as in a method spec "NAME:key=value": "start-layer". */
+  key: string;
+  /** The ExplainOptions key: "startLayer". */
+  jsKey: keyof ExplainOptions;
+  /** The CLI flag: "--start-layer" ("--no-grad" for use-grad, which it sets false). */
+  flag: string;
+  kind: "integer" | "number" | "flag" | "choice" | "method" | "image";
+  /** choice: the accepted strings; method: the methods it may name; otherwise empty. */
+  choices: string[];
+  /** integer / number: the closed range; null when it depends on the model, then minOf / maxOf names it
+   * ("lastBlock" = info().depth − 1, "lastClass" = info().classes − 1). null for other kinds. */
+  min: number | null;
+  minOf: "lastBlock" | "lastClass" | null;
+  max: number | null;
+  maxOf: "lastBlock" | "lastClass" | null;
+  /** The value used when the option is absent (threads: resolved for this build); null for the baseline (black). */
+  default: number | boolean | string | null;
+  /** The default as the CLI's --list shows it ("20", "mean", "thread-limit", "black"). */
+  defaultText: string;
+  /** integer: 0 also stands for the default (steps, samples). */
+  zeroIsDefault: boolean;
+  /** What the minimum stands for ("the predicted class" for target −1, "all blocks" for block −1). */
+  minMeans: string | null;
+  help: string;
+}
+
+/** One named output of a method: a field of Explanation. */
+export interface OutputSpec {
+  /** kebab-case: "token-map". */
+  key: string;
+  /** The Explanation field: "tokenMap". */
+  jsKey: keyof Explanation;
+  /** e.g. "(H/p, W/p)", "L × H × (n, n)". */
+  shape: string;
+  /** The shape as symbols: "gridH", "gridW", "height", "width", "depth", "heads", "tokens", "stages", "layers". */
+  dims: string[];
+  /** "always", or when it is filled ("when asked for": options.intermediates). */
+  when: string;
+  help: string;
+}
+
 /** One entry of the method registry (`methods()`). */
 export interface MethodInfo {
   name: MethodName;
   description: string;
   paper: string;
-  /** The ExplainOptions keys the method reads; it ignores the others. */
-  options: Array<
-    | "target" | "startLayer" | "headFusion" | "discardRatio" | "block" | "useGrad"
-    | "steps" | "quadrature" | "baseline" | "stage" | "inner" | "samples" | "noise" | "seed"
-  >;
+  /** The ExplainOptions keys the method reads (optionSpecs' jsKeys); explain() rejects the others. */
+  options: Array<keyof ExplainOptions>;
+  /** The full table of those options, in display order (target first, threads last). */
+  optionSpecs: OptionSpec[];
+  /** The Explanation fields the method fills, besides method, target and conservation. */
+  outputs: OutputSpec[];
   /** The map depends on the target class (false for raw-attention and rollout). */
   classSpecific: boolean;
   /** An LRP method: `conservation` and `relevanceSums` are filled. */
@@ -76,8 +123,14 @@ export interface MethodInfo {
   longRunning: boolean;
 }
 
+/**
+ * The options of explain(). Each key but intermediates and onProgress is an option of the method
+ * tables (methods()[i].optionSpecs: kind, range, default, help); a key the method does not read
+ * throws "bad_argument: KEY does not apply to METHOD ...". Numbers, booleans and strings are also
+ * accepted as the CLI's text ("3", "true"). Checked against methods() by tests/node/options.test.mjs.
+ */
 export interface ExplainOptions {
-  /** Class to explain; default −1 = the predicted (arg-max) class. */
+  /** Every method: class to explain; default −1 = the predicted (arg-max) class. */
   target?: number;
   /** rollout, transformer-attribution: first block (0-based) of the product; default 0. */
   startLayer?: number;
@@ -89,25 +142,24 @@ export interface ExplainOptions {
   block?: number;
   /** transformer-attribution: false = the paper's "without gradients" ablation; default true. */
   useGrad?: boolean;
-  /** Also return the per-block intermediates; default false. */
-  intermediates?: boolean;
-  /** attattr: Riemann steps m (default 20); integrated-gradients: n (default 32); 0 = default. */
+  /** attattr: Riemann steps m (default 20); integrated-gradients: n (default 32); smoothgrad: the inner method's; 0 = default. */
   steps?: number;
-  /** integrated-gradients: default "gauss-legendre". */
+  /** integrated-gradients, smoothgrad: default "gauss-legendre". */
   quadrature?: "left" | "right" | "middle" | "gauss-legendre";
-  /** integrated-gradients: the baseline, normalised C×H×W (preprocessRGBA); default black. */
+  /** integrated-gradients, smoothgrad: the baseline, normalised C×H×W (preprocessRGBA); default black. */
   baseline?: Float32Array;
   /** norm-based: the stage whose per-block maps are rolled out; default "layer". */
-  stage?: "atb" | "atb-res" | "atb-res-ln" | "atb-res-ln-ff" | "layer";
-  /** smoothgrad: the wrapped method (default "saliency"), noisy copies, σ as a fraction of the input range (0.15), noise seed. */
+  stage?: NormStageName;
+  /** smoothgrad: the wrapped method (default "saliency"), noisy copies (32), σ as a fraction of the input range (0.15), noise seed (0). */
   inner?: MethodName;
   samples?: number;
   noise?: number;
   seed?: number;
-  /** Threads for the methods that split work (integrated-gradients, smoothgrad, attattr, norm-based):
-   * default, and at most, threads(); results do not depend on it. */
+  /** Every method: threads for the methods that split work; default, and at most, threads(); results do not depend on it. */
   threads?: number;
-  /** Long methods call this with the fraction done (0…1); returning false cancels ("cancelled: ..."). */
+  /** Not a method option: also return the per-block intermediates; default false. */
+  intermediates?: boolean;
+  /** Not a method option: long methods call this with the fraction done (0…1); returning false cancels ("cancelled: ..."). */
   onProgress?: (fraction: number) => boolean | void;
 }
 

@@ -449,33 +449,31 @@ export function makeCatalogue(dir) {
   const options = (id, category, description, opts, code, message, { cli, wasm } = {}) =>
     add({ id, category, description, entry: 'options', options: opts, expect: { code, message }, cli, wasm });
   const ta = 'transformer-attribution';
-  const integer = (flag, option) =>
-    ({ cli: { message: `${flag} needs an integer` }, wasm: { message: `option ${option} must be an integer` } });
+  // The option errors come from core's one option parser (methods/options.h): the same message
+  // through the CLI and the API.
 
   options('target-classes', 'target', 'target class 5 of a 5-class model',
-    { method: ta, target: 5 }, 'bad_argument', 'target class 5 is out of range');
+    { method: ta, target: 5 }, 'bad_argument', 'target 5 is out of range: give -1 to 4 (the model has 5 classes)');
   options('target-negative', 'target', 'target class −5',
-    { method: 'grad-rollout', target: -5 }, 'bad_argument', 'target class -5 is out of range',
-    { cli: { message: '--target must be a class index from 0 to 4' } });
+    { method: 'grad-rollout', target: -5 }, 'bad_argument', 'target -5 is out of range');
   options('target-huge', 'target', 'target class 10^12',
-    { method: 'attn-gradcam', target: 1e12 }, 'bad_argument', 'integer', integer('--target', 'target'));
+    { method: 'attn-gradcam', target: 1e12 }, 'bad_argument', 'target 1000000000000 is out of range');
   options('start-layer', 'options', 'start layer 3 of a 3-block model',
-    { method: 'rollout', startLayer: 3 }, 'bad_argument', 'start layer 3 is out of range');
+    { method: 'rollout', startLayer: 3 }, 'bad_argument', 'start-layer 3 is out of range: give 0 to 2 (the model has 3 blocks)');
   options('start-layer-fraction', 'options', 'start layer 1.5',
-    { method: ta, startLayer: 1.5 }, 'bad_argument', 'integer', integer('--start-layer', 'startLayer'));
+    { method: ta, startLayer: 1.5 }, 'bad_argument', 'start-layer needs an integer, got 1.5');
   options('block', 'options', 'block 7 of a 3-block model',
     { method: ta, block: 7 }, 'bad_argument', 'block 7 is out of range');
   options('block-negative', 'options', 'block −2',
-    { method: ta, block: -2 }, 'bad_argument', 'block -2 is out of range',
-    { cli: { message: '--block must be a block index from 0 to 2' } });
+    { method: ta, block: -2 }, 'bad_argument', 'block -2 is out of range');
   options('discard-ratio', 'options', 'discard ratio 1.5',
-    { method: 'rollout', discardRatio: 1.5 }, 'bad_argument', 'discard ratio 1.5');
+    { method: 'rollout', discardRatio: 1.5 }, 'bad_argument', 'discard-ratio 1.5 is out of range: give 0 to 1');
   options('discard-ratio-nan', 'options', 'discard ratio NaN',
-    { method: 'rollout', discardRatio: NaN }, 'bad_argument', 'discard ratio nan is out of range');
+    { method: 'rollout', discardRatio: NaN }, 'bad_argument', 'discard-ratio nan is out of range');
   options('head-fusion', 'options', 'head fusion "median"',
-    { method: 'rollout', headFusion: 'median' }, 'bad_argument', 'mean',
-    { cli: { message: '--head-fusion must be mean, max or min, got \'median\'' },
-      wasm: { message: 'option headFusion must be "mean", "max" or "min"' } });
+    { method: 'rollout', headFusion: 'median' }, 'bad_argument', 'head-fusion must be one of mean, max, min; got \'median\'');
+  options('option-not-applicable', 'options', 'an option the method does not read',
+    { method: 'raw-attention', startLayer: 1 }, 'bad_argument', 'start-layer does not apply to raw-attention');
   options('method-unknown', 'options', 'a method that does not exist',
     { method: 'integrated-gradients-9000' }, 'bad_argument', 'unknown method \'integrated-gradients-9000\'');
   options('top-zero', 'options', 'predict the top 0 classes',

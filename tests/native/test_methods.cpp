@@ -239,21 +239,21 @@ TEST_CASE("bad method names and options are errors that say what to do", "[metho
   MethodOptions o;
   expect("gradcam", o, "unknown method 'gradcam'; the methods are: raw-attention, rollout");
   o.target = 5;
-  expect("grad-rollout", o, "target class 5 is out of range: the model has 5 classes (0…4)");
+  expect("grad-rollout", o, "target 5 is out of range: give -1 to 4 (the model has 5 classes), where -1 is the predicted class");
   o.target = -2;
-  expect("lrp", o, "target class -2");
+  expect("lrp", o, "target -2 is out of range");
   o = {};
   o.start_layer = 3;
-  expect("rollout", o, "start layer 3 is out of range: the model has 3 blocks (0…2)");
-  expect("transformer-attribution", o, "start layer 3");
+  expect("rollout", o, "start-layer 3 is out of range: give 0 to 2 (the model has 3 blocks)");
+  expect("transformer-attribution", o, "start-layer 3");
   o = {};
   o.block = 3;
   expect("transformer-attribution", o, "block 3 is out of range");
   o = {};
   o.discard_ratio = 1.5;
-  expect("rollout", o, "discard ratio");
+  expect("rollout", o, "discard-ratio 1.5 is out of range: give 0 to 1");
   o.discard_ratio = std::nan("");
-  expect("rollout", o, "discard ratio");
+  expect("rollout", o, "discard-ratio nan is out of range");
   // Options a method does not read are ignored.
   o = {};
   o.block = 7;
@@ -273,14 +273,14 @@ TEST_CASE("registry: every method listed once, with its options", "[methods]") {
   for (size_t i = 0; i < names.size(); ++i) CHECK(reg[i].name == names[i]);
   CHECK(find_method("integrated-gradients")->long_running);
   CHECK(!find_method("saliency")->long_running);
-  CHECK((find_method("smoothgrad")->options & opt_smooth) != 0);
+  CHECK(find_option(*find_method("smoothgrad"), "inner") != nullptr);
   for (const MethodInfo& m : reg) {
     CHECK(find_method(m.name) == &m);
     CHECK(std::string(m.description).size() > 10);
     CHECK(std::string(m.paper).size() > 5);
   }
   CHECK(find_method("nope") == nullptr);
-  CHECK((find_method("rollout")->options & opt_head_fusion) != 0);
+  CHECK(find_option(*find_method("rollout"), "head-fusion") != nullptr);
   CHECK(!find_method("rollout")->class_specific);
   CHECK(find_method("lrp")->native_pixels);
   CHECK(find_method("transformer-attribution")->conserves);

@@ -117,10 +117,10 @@ test('explain(): intermediates, conservation and errors', async () => {
     assert.equal(model.explain('rollout', {}).conservation.length, 0);
     assert.equal(model.explain('rollout', {}).intermediates, undefined);
     assert.throws(() => model.explain('nope', {}), /^Error: bad_argument: unknown method 'nope'/);
-    assert.throws(() => model.explain('rollout', { startLayer: 3 }), /start layer 3 is out of range/);
-    assert.throws(() => model.explain('rollout', { headFusion: 'median' }), /headFusion/);
-    assert.throws(() => model.explain('lrp', { target: 9 }), /target class 9 is out of range/);
-    assert.throws(() => model.explain('lrp', { target: 'x' }), /target must be a number/);
+    assert.throws(() => model.explain('rollout', { startLayer: 3 }), /start-layer 3 is out of range/);
+    assert.throws(() => model.explain('rollout', { headFusion: 'median' }), /head-fusion must be one of mean, max, min/);
+    assert.throws(() => model.explain('lrp', { target: 9 }), /target 9 is out of range/);
+    assert.throws(() => model.explain('lrp', { target: 'x' }), /target needs an integer, got 'x'/);
   } finally {
     model.delete();
   }

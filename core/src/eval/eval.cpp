@@ -30,7 +30,6 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-bool is_baseline(const std::string& name) { return name == eval_random || name == eval_oracle; }
 
 // The arg-max class; ties go to the lower index.
 int arg_max(const Vec& logits) {

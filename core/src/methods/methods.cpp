@@ -1,8 +1,11 @@
-// methods.cpp — the method registry, option checks and dispatch, the shared per-input state, and
-// the rendering-free helpers every method uses (token grid, bilinear upsampling).
+// methods.cpp — the method registry with each method's option and output tables (options.h),
+// dispatch, the shared per-input state, and the rendering-free helpers every method uses (token
+// grid, bilinear upsampling).
 #include "vitlens/methods/methods.h"
 
 #include <cmath>
+
+#include "vitlens/methods/norm_maps.h"
 
 #include "methods_internal.h"
 #include "vitlens/tensor/error.h"
@@ -12,63 +15,267 @@ namespace vitlens {
 
 namespace {
 
+// ---- the options, each written once; a method's table lists the ones it reads ----------------
+
+// A spec whose default is the MethodOptions field's initialiser.
+OptionSpec field(OptionSpec s) {
+  const MethodOptions plain;
+  if (s.kind == OptionKind::method) s.def_text = s.get_text(plain);
+  else if (s.kind != OptionKind::image) s.def.value = s.get(plain);
+  return s;
+}
+
+OptionSpec spec(const char* key, OptionKind kind) {
+  OptionSpec s;
+  s.key = key;
+  s.kind = kind;
+  return s;
+}
+
+OptionSpec integer(const char* key, OptionBound min, OptionBound max, const char* help) {
+  OptionSpec s = spec(key, OptionKind::integer);
+  s.min = min;
+  s.max = max;
+  s.help = help;
+  return s;
+}
+
+constexpr double kMaxSafeInteger = 9007199254740991.0;  // 2^53 − 1: every integer a JS number holds
+
+OptionSpec target() {
+  OptionSpec s = integer("target", {-1}, {double(limits::max_classes - 1), OptionRef::last_class},
+                         "the class to explain");
+  s.min_means = "the predicted class";
+  s.get = [](const MethodOptions& o) { return double(o.target); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.target = int(v.number); };
+  return field(s);
+}
+
+OptionSpec threads() {
+  OptionSpec s = integer("threads", {1}, {double(limits::max_threads)},
+                         "independent passes run on this many threads (the result does not depend on it)");
+  s.def = {double(limits::max_threads), OptionRef::thread_limit};
+  s.get = [](const MethodOptions& o) { return double(o.threads); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.threads = int(v.number); };
+  return s;
+}
+
+OptionSpec start_layer() {
+  OptionSpec s = integer("start-layer", {0}, {double(limits::max_depth - 1), OptionRef::last_block},
+                         "the first block (0-based) of the product");
+  s.get = [](const MethodOptions& o) { return double(o.start_layer); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.start_layer = int(v.number); };
+  return field(s);
+}
+
+OptionSpec block() {
+  OptionSpec s = integer("block", {-1}, {double(limits::max_depth - 1), OptionRef::last_block},
+                         "one block only, the paper's ablation");
+  s.min_means = "all blocks";
+  s.get = [](const MethodOptions& o) { return double(o.block); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.block = int(v.number); };
+  return field(s);
+}
+
+OptionSpec head_fusion() {
+  OptionSpec s = spec("head-fusion", OptionKind::choice);
+  for (int i = 0; i < head_fusion_count; ++i) s.choices.push_back(head_fusion_name(i));
+  s.help = "how the heads' attention is fused";
+  s.get = [](const MethodOptions& o) { return double(o.head_fusion); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.head_fusion = HeadFusion(int(v.number)); };
+  return field(s);
+}
+
+OptionSpec discard_ratio() {
+  OptionSpec s = spec("discard-ratio", OptionKind::number);
+  s.min = {0};
+  s.max = {1};
+  s.help = "the fraction of the fused attention zeroed, lowest first";
+  s.get = [](const MethodOptions& o) { return o.discard_ratio; };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.discard_ratio = v.number; };
+  return field(s);
+}
+
+OptionSpec use_grad() {
+  OptionSpec s = spec("use-grad", OptionKind::flag);
+  s.negation = "no-grad";
+  s.help = "weight the relevance by the attention gradient (false: the paper's \"without gradients\")";
+  s.get = [](const MethodOptions& o) { return o.use_grad ? 1.0 : 0.0; };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.use_grad = v.number != 0; };
+  return field(s);
+}
+
+// `steps` of a method: m for attattr, n for integrated gradients, passed on by smoothgrad.
+OptionSpec steps(double def, const char* help) {
+  OptionSpec s = integer("steps", {1}, {double(limits::max_method_steps)}, help);
+  s.def = {def};
+  s.zero_is_default = true;
+  s.get = [](const MethodOptions& o) { return double(o.steps); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.steps = int(v.number); };
+  return s;
+}
+
+OptionSpec quadrature() {
+  OptionSpec s = spec("quadrature", OptionKind::choice);
+  for (int i = 0; i < quadrature_count; ++i) s.choices.push_back(quadrature_name(i));
+  s.help = "where the gradient is taken on each sub-interval, or the Gauss–Legendre rule";
+  s.get = [](const MethodOptions& o) { return double(o.quadrature); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.quadrature = Quadrature(int(v.number)); };
+  return field(s);
+}
+
+OptionSpec baseline() {
+  OptionSpec s = spec("baseline", OptionKind::image);
+  s.help = "the baseline image x' (black: 0 before normalisation)";
+  s.get_image = [](const MethodOptions& o) { return o.baseline; };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.baseline = v.image; };
+  return field(s);
+}
+
+OptionSpec inner() {
+  OptionSpec s = spec("inner", OptionKind::method);
+  s.help = "the method whose maps are averaged";
+  s.get_text = [](const MethodOptions& o) { return o.inner; };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.inner = v.text; };
+  return field(s);
+}
+
+OptionSpec samples() {
+  OptionSpec s = integer("samples", {1}, {double(limits::max_method_steps)}, "the number of noisy copies");
+  s.def = {32};
+  s.zero_is_default = true;
+  s.get = [](const MethodOptions& o) { return double(o.samples); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.samples = int(v.number); };
+  return s;
+}
+
+OptionSpec noise() {
+  OptionSpec s = spec("noise", OptionKind::number);
+  s.min = {0};
+  s.max = {10};
+  s.help = "σ of the noise as a fraction of the input's range";
+  s.get = [](const MethodOptions& o) { return o.noise; };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.noise = v.number; };
+  return field(s);
+}
+
+OptionSpec seed() {
+  OptionSpec s = integer("seed", {0}, {kMaxSafeInteger}, "the noise stream");
+  s.get = [](const MethodOptions& o) { return double(o.seed); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.seed = uint64_t(v.number); };
+  return field(s);
+}
+
+OptionSpec stage() {
+  OptionSpec s = spec("stage", OptionKind::choice);
+  for (int i = 0; i < norm_stage_count; ++i) s.choices.push_back(norm_stage_name(NormStage(i)));
+  s.help = "how far through each block the decomposition is carried before the rollout";
+  s.get = [](const MethodOptions& o) { return double(o.stage); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.stage = NormStage(int(v.number)); };
+  return field(s);
+}
+
+// A method's table: the target first, its own options, the threads last.
+std::vector<OptionSpec> opts(std::vector<OptionSpec> own) {
+  std::vector<OptionSpec> v = {target()};
+  for (OptionSpec& s : own) v.push_back(std::move(s));
+  v.push_back(threads());
+  return v;
+}
+
+// ---- the outputs ---------------------------------------------------------------------------
+
+const OutputSpec token_map{OutputId::token_map, "token-map", "(H/p, W/p)", {"gridH", "gridW"}, "always",
+                           "the raw, unnormalised token map, row-major"};
+const OutputSpec pixel_map{OutputId::pixel_map, "pixel-map", "(H, W)", {"height", "width"}, "always",
+                           "the token map upsampled (bilinear, half-pixel centres), or native at the input"};
+const OutputSpec intermediates{OutputId::intermediates, "intermediates",
+                               "L × {attn, grad, relevance, step, accumulated: (n, n); relevance-heads: H × (n, n)}",
+                               {"depth", "tokens", "tokens"}, "when asked for",
+                               "per-block head means of what the method computes (empty fields: not computed)"};
+const OutputSpec conservation{OutputId::conservation, "conservation", "(layers) × {layer, relevance-out, relevance-in}",
+                              {"layers"}, "always", "Σ relevance arriving at and leaving each layer, in propagation order"};
+const OutputSpec relevance_sums{OutputId::relevance_sums, "relevance-sums", "{seed, block-inputs (L), tokens, image}",
+                                {"depth"}, "always", "Σ relevance at the seed, each block's input, the tokens E0, the image"};
+const OutputSpec completeness{OutputId::completeness, "completeness", "{attribution-sum, f-input, f-baseline, gap}", {},
+                              "integrated-gradients, and smoothgrad over it",
+                              "Σ attributions against F(x) − F(x'): completeness and its gap"};
+const OutputSpec attattr_out{OutputId::attattr, "attattr", "L × H × (n, n)", {"depth", "heads", "tokens", "tokens"},
+                             "always", "each block's and head's attribution matrix Attr_l,h"};
+const OutputSpec norm_out{OutputId::norm, "norm", "L × {maps: stage × (n, n), mixing: stage × (n)}",
+                          {"depth", "stages", "tokens", "tokens"}, "always",
+                          "each block's norm map ‖z_{i←j}‖ and mixing ratios at every stage"};
+
+std::vector<OutputSpec> outs(std::vector<OutputSpec> own) {
+  std::vector<OutputSpec> v = {token_map, pixel_map};
+  for (OutputSpec& s : own) v.push_back(std::move(s));
+  v.push_back(intermediates);
+  return v;
+}
+
 struct MethodEntry {
   MethodInfo info;
   detail::MethodFn run;
 };
 
 const std::vector<MethodEntry>& entries() {
-  static const std::vector<MethodEntry> table = {
-      {{"raw-attention", "the last block's attention of the CLS token, mean over heads",
-        "Vaswani et al. 2017 (as a baseline in Chefer et al. 2021)", opt_target, false, false, false,
-        false, false},
-       detail::raw_attention},
-      {{"rollout", "attention rollout: the product of the blocks' row-normalised A + I",
-        "Abnar & Zuidema, ACL 2020", opt_target | opt_start_layer | opt_head_fusion | opt_discard_ratio,
-        false, false, false, false, false},
-       detail::rollout},
-      {{"attn-gradcam", "Grad-CAM on the last block's attention: head weights = mean CLS-row gradient",
-        "Selvaraju et al. 2017 (as a baseline in Chefer et al. 2021)", opt_target, true, false, false,
-        false, false},
-       detail::attn_gradcam},
-      {{"grad-rollout", "rollout of I + E_h[(∇A ⊙ A)⁺] (gradient-weighted attention, no LRP)",
-        "Chefer, Gur & Wolf, ICCV 2021", opt_target, true, false, false, false, false},
-       detail::grad_rollout},
-      {{"transformer-attribution", "rollout of I + E_h[(∇A ⊙ R_A)⁺], R_A from LRP with Chefer's rules",
-        "Chefer, Gur & Wolf, CVPR 2021", opt_target | opt_start_layer | opt_block | opt_use_grad, true,
-        true, true, false, false},
-       detail::transformer_attribution},
-      {{"partial-lrp", "the last block's E_h[(R_A)⁺] (LRP relevance of the attention)",
-        "Voita et al., ACL 2019 (as a baseline in Chefer et al. 2021)", opt_target, true, true, true,
-        false, false},
-       detail::partial_lrp},
-      {{"lrp", "full LRP to the pixels (Chefer's rules, z^B at the patch embedding)",
-        "Bach et al. 2015; Montavon et al. 2017 (as a baseline in Chefer et al. 2021)", opt_target, true,
-        true, true, true, false},
-       detail::lrp},
-      {{"attnlrp", "AttnLRP: ε rules, softmax and bilinear-product rules, to the pixels",
-        "Achtibat et al., ICML 2024", opt_target, true, true, false, true, false},
-       detail::attnlrp},
-      {{"attattr", "self-attention attribution: integrated gradients over each block's attention",
-        "Hao, Dong, Wei & Xu, AAAI 2021", opt_target | opt_steps, true, false, false, false, true},
-       detail::attattr},
-      {{"norm-based", "rollout of the norms ‖z_{i←j}‖ of each block's additive decomposition",
-        "Kobayashi et al., EMNLP 2020, EMNLP 2021, ICLR 2024", opt_stage, false, false, false, false, false},
-       detail::norm_based},
-      {{"saliency", "|∂y_t/∂x|, the maximum over channels", "Simonyan, Vedaldi & Zisserman 2014",
-        opt_target, true, false, false, true, false},
-       detail::saliency},
-      {{"grad-x-input", "Σ_c x ⊙ ∂y_t/∂x", "Shrikumar et al. 2016", opt_target, true, false, false, true, false},
-       detail::grad_x_input},
-      {{"integrated-gradients", "Σ_c (x − x')·∫ ∂y_t/∂x along the straight path from the baseline x'",
-        "Sundararajan, Taly & Yan, ICML 2017", opt_target | opt_steps | opt_quadrature | opt_baseline, true, false,
-        false, true, true},
-       detail::integrated_gradients},
-      {{"smoothgrad", "the mean of another method's maps over noisy copies of the input",
-        "Smilkov et al. 2017", opt_target | opt_smooth | opt_steps | opt_quadrature | opt_baseline, true, false,
-        false, true, true},
-       detail::smoothgrad},
-  };
+  static const std::vector<MethodEntry> table = [] {
+    const std::vector<OutputSpec> lrp_outs = outs({conservation, relevance_sums});
+    return std::vector<MethodEntry>{
+        {{"raw-attention", "the last block's attention of the CLS token, mean over heads",
+          "Vaswani et al. 2017 (as a baseline in Chefer et al. 2021)", opts({}), outs({}), false, false, false, false,
+          false},
+         detail::raw_attention},
+        {{"rollout", "attention rollout: the product of the blocks' row-normalised A + I", "Abnar & Zuidema, ACL 2020",
+          opts({start_layer(), head_fusion(), discard_ratio()}), outs({}), false, false, false, false, false},
+         detail::rollout},
+        {{"attn-gradcam", "Grad-CAM on the last block's attention: head weights = mean CLS-row gradient",
+          "Selvaraju et al. 2017 (as a baseline in Chefer et al. 2021)", opts({}), outs({}), true, false, false, false,
+          false},
+         detail::attn_gradcam},
+        {{"grad-rollout", "rollout of I + E_h[(∇A ⊙ A)⁺] (gradient-weighted attention, no LRP)",
+          "Chefer, Gur & Wolf, ICCV 2021", opts({}), outs({}), true, false, false, false, false},
+         detail::grad_rollout},
+        {{"transformer-attribution", "rollout of I + E_h[(∇A ⊙ R_A)⁺], R_A from LRP with Chefer's rules",
+          "Chefer, Gur & Wolf, CVPR 2021", opts({start_layer(), block(), use_grad()}), lrp_outs, true, true, true, false,
+          false},
+         detail::transformer_attribution},
+        {{"partial-lrp", "the last block's E_h[(R_A)⁺] (LRP relevance of the attention)",
+          "Voita et al., ACL 2019 (as a baseline in Chefer et al. 2021)", opts({}), lrp_outs, true, true, true, false,
+          false},
+         detail::partial_lrp},
+        {{"lrp", "full LRP to the pixels (Chefer's rules, z^B at the patch embedding)",
+          "Bach et al. 2015; Montavon et al. 2017 (as a baseline in Chefer et al. 2021)", opts({}), lrp_outs, true, true,
+          true, true, false},
+         detail::lrp},
+        {{"attnlrp", "AttnLRP: ε rules, softmax and bilinear-product rules, to the pixels", "Achtibat et al., ICML 2024",
+          opts({}), lrp_outs, true, true, false, true, false},
+         detail::attnlrp},
+        {{"attattr", "self-attention attribution: integrated gradients over each block's attention",
+          "Hao, Dong, Wei & Xu, AAAI 2021", opts({steps(20, "m, the Riemann steps along α·A (the paper's 20)")}),
+          outs({attattr_out}), true, false, false, false, true},
+         detail::attattr},
+        {{"norm-based", "rollout of the norms ‖z_{i←j}‖ of each block's additive decomposition",
+          "Kobayashi et al., EMNLP 2020, EMNLP 2021, ICLR 2024", opts({stage()}), outs({norm_out}), false, false, false,
+          false, false},
+         detail::norm_based},
+        {{"saliency", "|∂y_t/∂x|, the maximum over channels", "Simonyan, Vedaldi & Zisserman 2014", opts({}), outs({}),
+          true, false, false, true, false},
+         detail::saliency},
+        {{"grad-x-input", "Σ_c x ⊙ ∂y_t/∂x", "Shrikumar et al. 2016", opts({}), outs({}), true, false, false, true, false},
+         detail::grad_x_input},
+        {{"integrated-gradients", "Σ_c (x − x')·∫ ∂y_t/∂x along the straight path from the baseline x'",
+          "Sundararajan, Taly & Yan, ICML 2017",
+          opts({steps(32, "n, the quadrature points on the path"), quadrature(), baseline()}), outs({completeness}), true,
+          false, false, true, true},
+         detail::integrated_gradients},
+        {{"smoothgrad", "the mean of another method's maps over noisy copies of the input", "Smilkov et al. 2017",
+          opts({inner(), samples(), noise(), seed(), steps(0, "the wrapped method's steps (0: its default)"),
+                quadrature(), baseline()}),
+          outs({completeness}), true, false, false, true, true},
+         detail::smoothgrad},
+    };
+  }();
   return table;
 }
 
@@ -82,44 +289,6 @@ std::string method_names() {
   std::string s;
   for (const MethodEntry& e : entries()) s += (s.empty() ? "" : ", ") + std::string(e.info.name);
   return s;
-}
-
-void check_options(const MethodInfo& info, const Config& c, const MethodOptions& opt) {
-  if ((info.options & opt_steps) && (opt.steps < 0 || opt.steps > limits::max_method_steps))
-    throw Error(ErrorCode::bad_argument, "steps " + std::to_string(opt.steps) + " is out of range: give 1 to " +
-                                             std::to_string(limits::max_method_steps) + ", or 0 for the default");
-  if ((info.options & opt_smooth) && (opt.samples < 0 || opt.samples > limits::max_method_steps))
-    throw Error(ErrorCode::bad_argument, "samples " + std::to_string(opt.samples) + " is out of range: give 1 to " +
-                                             std::to_string(limits::max_method_steps) + ", or 0 for the default");
-  if ((info.options & opt_smooth) && !(std::isfinite(opt.noise) && opt.noise >= 0.0 && opt.noise <= 10.0))
-    throw Error(ErrorCode::bad_argument, "noise " + std::to_string(opt.noise) +
-                                             " is out of range: give σ as a fraction of the input range, 0 to 10");
-  if (info.options & opt_smooth) {
-    const MethodEntry* inner = find_entry(opt.inner);
-    if (!inner || inner->info.name == std::string(info.name))
-      throw Error(ErrorCode::bad_argument, "smoothgrad cannot wrap '" + opt.inner + "'; give another method: " +
-                                               method_names());
-  }
-  if ((info.options & opt_baseline) && opt.baseline &&
-      (opt.baseline->c != c.channels || opt.baseline->h != c.image_h || opt.baseline->w != c.image_w))
-    throw Error(ErrorCode::bad_shape, "the baseline image must have the model's input shape " +
-                                          std::to_string(c.channels) + "×" + std::to_string(c.image_h) + "×" +
-                                          std::to_string(c.image_w));
-  if (opt.threads < 1 || opt.threads > limits::max_threads)
-    throw Error(ErrorCode::bad_argument, "threads " + std::to_string(opt.threads) + " is out of range: give 1 to " +
-                                             std::to_string(limits::max_threads));
-  const std::string blocks = "the model has " + std::to_string(c.depth) + " blocks (0…" +
-                             std::to_string(c.depth - 1) + ")";
-  if ((info.options & opt_start_layer) && (opt.start_layer < 0 || opt.start_layer >= c.depth))
-    throw Error(ErrorCode::bad_argument,
-                "start layer " + std::to_string(opt.start_layer) + " is out of range: " + blocks);
-  if ((info.options & opt_block) && (opt.block < -1 || opt.block >= c.depth))
-    throw Error(ErrorCode::bad_argument, "block " + std::to_string(opt.block) + " is out of range: " +
-                                             blocks + ", or −1 for all blocks");
-  if ((info.options & opt_discard_ratio) &&
-      !(std::isfinite(opt.discard_ratio) && opt.discard_ratio >= 0.0 && opt.discard_ratio <= 1.0))
-    throw Error(ErrorCode::bad_argument, "discard ratio " + std::to_string(opt.discard_ratio) +
-                                             " is out of range: give a fraction from 0 to 1");
 }
 
 }  // namespace
@@ -159,18 +328,14 @@ Explanation explain(const Model& m, const Image& x, const std::string& method, c
   return explain(m, st, method, opt);
 }
 
-Explanation explain(const Model& m, ExplainState& st, const std::string& method, const MethodOptions& opt) {
+Explanation explain(const Model& m, ExplainState& st, const std::string& method, const MethodOptions& given) {
   const Config& c = m.config;
   const MethodEntry* e = find_entry(method);
   if (!e) throw Error(ErrorCode::bad_argument, "unknown method '" + method + "'; the methods are: " + method_names());
   if (st.trace.logits.size() != c.classes || st.trace.blocks.size() != size_t(c.depth))
     throw Error(ErrorCode::bad_argument, "no input to explain: run a prediction (ExplainState::set_input) first");
-  check_options(e->info, c, opt);
-  if (opt.target < -1 || opt.target >= c.classes)
-    throw Error(ErrorCode::bad_argument, "target class " + std::to_string(opt.target) +
-                                             " is out of range: the model has " + std::to_string(c.classes) +
-                                             " classes (0…" + std::to_string(c.classes - 1) +
-                                             "), or −1 for the predicted class");
+  check_method_options(e->info, c, given);
+  const MethodOptions opt = resolve_defaults(e->info, given);
   Explanation out;
   out.method = method;
   out.target = opt.target >= 0 ? opt.target : top_k(c, st.trace.logits, 1)[0].cls;

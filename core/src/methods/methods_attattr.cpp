@@ -5,15 +5,11 @@
 
 namespace vitlens::detail {
 
-namespace {
-constexpr int kDefaultSteps = 20;  // m, the paper's choice
-}  // namespace
-
 // Attr_l = A_l ⊙ (1/m)·Σ_k ∂F(α_k·A_l)/∂A_l, α_k = k/m, F = the target's probability; map = the
 // CLS row of the rollout of rownorm(I + M_l⁺/max M_l⁺), M_l⁺ = Σ_h Attr_{l,h}⁺ (attattr.h).
 void attattr(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
-  const int steps = opt.steps > 0 ? opt.steps : kDefaultSteps;
-  out.attattr = attattr_blocks(m, st.trace, out.target, steps, opt.threads, opt.progress);
+  // opt.steps: m, resolved by explain() from the method's option table (the paper's 20 by default)
+  out.attattr = attattr_blocks(m, st.trace, out.target, opt.steps, opt.threads, opt.progress);
   out.token_map = attattr_token_map(out.attattr, m.config);
   add_attention_intermediates(out, st.trace, nullptr);
 }

@@ -20,9 +20,6 @@ namespace vitlens::detail {
 
 namespace {
 
-constexpr int kDefaultSteps = 32;    // integrated-gradients n
-constexpr int kDefaultSamples = 32;  // smoothgrad copies
-
 // One forward + backward pass: y_t(x) and ∂y_t/∂x. Owns its buffers so that each worker
 // thread can keep one.
 struct GradientPass {
@@ -143,7 +140,7 @@ void grad_x_input(Explanation& out, const Model& m, ExplainState& st, const Meth
 // of ∫₀¹ ∇y_t(x' + α(x − x')) dα; completeness: Σ attr ≈ y_t(x) − y_t(x').
 void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   const Config& c = m.config;
-  const int n = opt.steps > 0 ? opt.steps : kDefaultSteps;
+  const int n = opt.steps;  // resolved by explain() from the method's option table
   const Image& x = st.trace.input;  // (C, H, W)
   Image base(c.channels, c.image_h, c.image_w);  // x' (C, H, W), normalised
   if (opt.baseline) {
@@ -215,7 +212,7 @@ void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, co
 // c = 2(s·N + i): Box–Muller on u1, u2 = ((splitmix64(seed + c (+1)) >> 11) + ½)·2⁻⁵³.
 void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   const Config& c = m.config;
-  const int samples = opt.samples > 0 ? opt.samples : kDefaultSamples;
+  const int samples = opt.samples;  // resolved by explain() from the method's option table
   const Image& x = st.trace.input;  // (C, H, W)
   const size_t N = x.data.size();
   const auto range = std::minmax_element(x.data.begin(), x.data.end());
@@ -247,6 +244,7 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
           noisy.data[i] = float(double(x.data[i]) + sigma * std::sqrt(-2.0 * std::log(u1)) * std::cos(two_pi * u2));
         }
         MethodOptions inner = base;
+        inner.given.clear();        // smoothgrad's own keys (inner, samples...) are not the inner method's
         inner.target = out.target;  // the outer target, not each noisy copy's arg-max
         if (workers == 1 && opt.progress) {
           // the inner method's own progress, mapped into this sample's share of the outer bar

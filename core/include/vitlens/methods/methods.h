@@ -9,7 +9,8 @@
 //
 // Families: attention (methods_attention.cpp: raw-attention, rollout, attn-gradcam, grad-rollout)
 // and LRP (methods_lrp.cpp over the mechanism of lrp.h: transformer-attribution, partial-lrp,
-// lrp, attnlrp). Registry, dispatch and upsampling: methods.cpp.
+// lrp, attnlrp). Registry (each method's option and output tables, options.h), dispatch and
+// upsampling: methods.cpp.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "vitlens/methods/options.h"
 #include "vitlens/relevance/lrp.h"
 #include "vitlens/model/model.h"
 #include "vitlens/tensor/tensor.h"
@@ -39,6 +41,8 @@ enum class NormStage { atb, atb_res, atb_res_ln, atb_res_ln_ff, layer };
 // never copied on another (in wasm it may hold a JS function, which belongs to its thread).
 using ProgressFn = std::function<bool(double fraction)>;
 
+// The fields every method may read. A field's initialiser is its default unless the method's option
+// table (MethodInfo::options) declares another (steps, samples, threads); see options.h.
 struct MethodOptions {
   int target = -1;            // class to explain; −1 = the arg-max class
   int start_layer = 0;        // rollout, transformer-attribution: first block (0-based) of the product
@@ -47,38 +51,27 @@ struct MethodOptions {
   int block = -1;             // transformer-attribution: one block only (−1 = the rollout over all)
   bool use_grad = true;       // transformer-attribution: false = the paper's "without gradients"
   bool want_intermediates = false;  // fill Explanation::blocks
-  int steps = 0;              // attattr: m (default 20); integrated-gradients: n (default 32); 0 = default
+  int steps = 0;              // attattr: m; integrated-gradients: n; 0 = the method's default (its option table)
   Quadrature quadrature = Quadrature::gauss_legendre;  // integrated-gradients
   const Image* baseline = nullptr;  // integrated-gradients: nullptr = black (0 before normalisation)
   std::string inner = "saliency";   // smoothgrad: the wrapped method
-  int samples = 0;            // smoothgrad: noisy copies (0 = default)
+  int samples = 0;            // smoothgrad: noisy copies (0 = the default)
   double noise = 0.15;        // smoothgrad: σ as a fraction of the input's range
   uint64_t seed = 0;          // smoothgrad: the noise stream
   NormStage stage = NormStage::layer;  // norm-based: the stage whose per-block maps are rolled out
   int threads = 1;            // independent evaluations (IG steps, attattr batches) on this many threads
   ProgressFn progress;        // long methods report progress and can be cancelled (see ProgressFn)
+  std::vector<std::string> given;  // the keys set_option stored (options.h): explain() rejects any
+                                   // the method does not read
 };
 
-// Bits of MethodInfo::options: which MethodOptions fields a method reads (the others are ignored).
-enum MethodOption : unsigned {
-  opt_target = 1u << 0,
-  opt_start_layer = 1u << 1,
-  opt_head_fusion = 1u << 2,
-  opt_discard_ratio = 1u << 3,
-  opt_block = 1u << 4,
-  opt_use_grad = 1u << 5,
-  opt_steps = 1u << 6,
-  opt_quadrature = 1u << 7,
-  opt_baseline = 1u << 8,
-  opt_smooth = 1u << 9,   // inner, samples, noise, seed
-  opt_stage = 1u << 10,
-};
-
+// One method of the registry: what it is, its options and its outputs (options.h), declared once.
 struct MethodInfo {
   const char* name;
   const char* description;  // one line
   const char* paper;
-  unsigned options;         // MethodOption bits
+  std::vector<OptionSpec> options;  // what the method reads, in display order; it ignores the rest
+  std::vector<OutputSpec> outputs;  // the Explanation fields it fills
   bool class_specific;      // the map depends on the target class
   bool reports_relevance;   // fills Explanation::conservation (an LRP method)
   bool conserves;           // Σ relevance should stay equal to the seed (Chefer's rules, down to E0)
@@ -153,7 +146,7 @@ struct ExplainState {
 };
 
 // Explains `x` with `method`. Throws Error(bad_argument) for an unknown method or an option out
-// of range (target class, start layer, block, discard ratio), Error(bad_shape) for a wrong input.
+// of range (check_method_options, options.h), Error(bad_shape) for a wrong input.
 Explanation explain(const Model& m, const Image& x, const std::string& method,
                     const MethodOptions& opt = {});
 // The same on the input whose forward pass `state` holds (see ExplainState::set_input).
