@@ -1,14 +1,18 @@
 // options.js — the "Method" panel: the method chooser, the chosen method's option controls and
 // the list of methods in the footer. Owns the method chosen and the option values, and turns
-// them into an explain request. The controls are drawn from the option specs (method_text.js,
-// to be replaced by the engine's method table); this file names no method and no option.
+// them into an explain request. The controls, ranges and defaults come from the engine's method
+// table (methods()[i].optionSpecs); this file names no method and no option.
 import { emit, on } from '../events.js';
-import { OPTION_SPECS, PREFERRED_METHODS } from './method_text.js';
+import { PREFERRED_METHODS } from './method_text.js';
 import { $ } from './util.js';
+
+// The constant images the page offers for an image option, as values in [0, 1] pixel space; the
+// engine's default (black) is not sent.
+const FILLS = { black: 0, grey: 0.5, white: 1 };
 
 export function createOptionsView(app) {
   let method = null;
-  const values = Object.fromEntries(Object.entries(OPTION_SPECS).map(([key, spec]) => [key, spec.default]));
+  const values = {}; // by jsKey, shared by the methods that read it; filled as the methods are shown
 
   on('model-changed', () => build());
 
@@ -41,14 +45,21 @@ export function createOptionsView(app) {
     emit('method-changed', { name });
   }
 
+  // An option's first value: 0 where 0 stands for the method's default (so that one value serves
+  // every method that reads the key), the engine's black for an image, else the table's default.
+  function initialValue(spec) {
+    if (spec.zeroIsDefault) return 0;
+    if (spec.kind === 'image') return spec.defaultText;
+    return spec.default;
+  }
+
   // The explain request's options for method `m`: the class and the values of its options.
   function request(m) {
     const o = { target: app.target };
-    for (const key of m.options) {
-      const spec = OPTION_SPECS[key];
-      if (!spec) continue;
-      if (spec.kind !== 'baseline') o[key] = values[key];
-      else if (values[key] !== spec.default) o[key] = baselineTensor(spec.fill[values[key]]);
+    for (const spec of ownSpecs(m)) {
+      const v = values[spec.jsKey] ?? initialValue(spec);
+      if (spec.kind !== 'image') o[spec.jsKey] = v;
+      else if (v !== spec.defaultText) o[spec.jsKey] = baselineTensor(FILLS[v]);
     }
     return o;
   }
@@ -67,6 +78,12 @@ export function createOptionsView(app) {
     emit('options-changed', { key });
   }
 
+  // The options the page draws controls for: those of method `m` that not every method has (the
+  // class is chosen in the Prediction panel, the engine picks its threads).
+  function ownSpecs(m) {
+    return m.optionSpecs.filter((spec) => !app.methods.every((x) => x.options.includes(spec.jsKey)));
+  }
+
   function build() {
     const m = app.methodInfo(method);
     const box = $('options');
@@ -76,10 +93,11 @@ export function createOptionsView(app) {
       (m.classSpecific ? '' : ' This map does not depend on the class.') +
       (m.conserves ? ' Relevance is conserved layer by layer.' : '');
     const depth = app.info?.depth ?? 1;
-    const blocks = [...Array(depth).keys()];
-    const add = (label, input, out) => {
+    const bound = (v, of) => (of === 'lastBlock' ? depth - 1 : of === 'lastClass' ? (app.info?.classes ?? 1) - 1 : v);
+    const add = (spec, input, out) => {
       const l = document.createElement('label');
-      l.append(label, ' ', input);
+      l.title = spec.help;
+      l.append(spec.key.replaceAll('-', ' ') + (spec.zeroIsDefault ? ` (0 = default${spec.default ? `, ${spec.defaultText}` : ''})` : ''), ' ', input);
       if (out) l.append(' ', out);
       box.append(l);
     };
@@ -95,58 +113,62 @@ export function createOptionsView(app) {
       s.addEventListener('change', () => changed(key, typeof values[key] === 'number' ? Number(s.value) : s.value));
       return s;
     };
-    const numberInput = (key, min, max, step) => {
+    const numberInput = (key, min, max, step, round) => {
       const i = document.createElement('input');
       Object.assign(i, { type: 'number', min, max, step, value: values[key] });
       i.className = 'num';
       i.addEventListener('change', () => {
-        const v = Math.min(max, Math.max(min, Math.round(Number(i.value) || 0)));
+        const x = Number(i.value) || 0;
+        const v = Math.min(max, Math.max(min, round ? Math.round(x) : x));
         i.value = String(v);
         changed(key, v);
       });
       return i;
     };
-    const slider = (key, spec) => {
+    const slider = (key, min, max) => {
       const r = document.createElement('input');
-      Object.assign(r, { type: 'range', min: spec.min, max: spec.max, step: spec.step, value: values[key] });
+      Object.assign(r, { type: 'range', min, max, step: (max - min) / 20, value: values[key] });
       const out = document.createElement('output');
       out.textContent = String(values[key]);
+      // A long method explains when the slider is let go; the others follow it.
       r.addEventListener('input', () => {
         out.textContent = r.value;
-        if (spec.live) changed(key, Number(r.value));
+        if (!m.longRunning) changed(key, Number(r.value));
       });
-      if (!spec.live) r.addEventListener('change', () => changed(key, Number(r.value)));
+      if (m.longRunning) r.addEventListener('change', () => changed(key, Number(r.value)));
       return [r, out];
     };
-    for (const key of m.options) {
-      const spec = OPTION_SPECS[key];
-      if (!spec) continue;
-      const label = typeof spec.help === 'function' ? spec.help(m) : spec.help;
-      if (spec.kind === 'block') {
-        values[key] = Math.min(values[key], depth - 1);
-        add(label, select(key, blocks));
-      } else if (spec.kind === 'block-or-all') {
-        values[key] = Math.min(values[key], depth - 1);
-        add(label, select(key, [-1, ...blocks], ['all', ...blocks.map((b) => `only block ${b}`)]));
-      } else if (spec.kind === 'choice' || spec.kind === 'baseline') {
-        add(label, select(key, spec.choices, spec.labels));
-      } else if (spec.kind === 'method') {
-        const names = app.methods.filter((x) => x.name !== m.name && spec.choices.includes(x.name)).map((x) => x.name);
-        if (!names.includes(values[key])) values[key] = names[0] ?? spec.default;
-        add(label, select(key, names.length ? names : [spec.default]));
-      } else if (spec.kind === 'int') {
-        add(label, numberInput(key, spec.min, spec.max, 1));
-      } else if (spec.kind === 'slider') {
-        add(label, ...slider(key, spec));
-      } else if (spec.kind === 'bool') {
+    const specs = ownSpecs(m);
+    for (const spec of specs) {
+      const key = spec.jsKey;
+      if (!(key in values)) values[key] = initialValue(spec);
+      const min = spec.zeroIsDefault ? 0 : bound(spec.min, spec.minOf);
+      const max = bound(spec.max, spec.maxOf);
+      if (spec.kind === 'integer' && spec.maxOf) {
+        // Bounded by the model (a block index): one choice per value, the minimum named if it means something else.
+        values[key] = Math.min(values[key], max);
+        const choices = [...Array(max - min + 1).keys()].map((k) => min + k);
+        add(spec, select(key, choices, choices.map((v) => (v === min && spec.minMeans ? spec.minMeans : String(v)))));
+      } else if (spec.kind === 'integer') {
+        add(spec, numberInput(key, min, max, 1, true));
+      } else if (spec.kind === 'number' && max - min <= 1) {
+        add(spec, ...slider(key, min, max));
+      } else if (spec.kind === 'number') {
+        add(spec, numberInput(key, min, max, 0.05, false));
+      } else if (spec.kind === 'choice' || spec.kind === 'method') {
+        if (!spec.choices.includes(values[key])) values[key] = spec.default;
+        add(spec, select(key, spec.choices));
+      } else if (spec.kind === 'image') {
+        add(spec, select(key, Object.keys(FILLS), Object.keys(FILLS).map((k) => `${k} (${FILLS[k]}${k === spec.defaultText ? ', default' : ''})`)));
+      } else if (spec.kind === 'flag') {
         const cb = document.createElement('input');
         cb.type = 'checkbox';
         cb.checked = values[key];
         cb.addEventListener('change', () => changed(key, cb.checked));
-        add(label, cb);
+        add(spec, cb);
       }
     }
-    if (!m.options.some((k) => k in OPTION_SPECS)) {
+    if (!specs.length) {
       const p = document.createElement('p');
       p.className = 'muted';
       p.textContent = 'No options besides the class.';
