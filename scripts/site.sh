@@ -13,6 +13,7 @@ done
 rm -rf "$out"
 mkdir -p "$out/wasm" "$out/models"
 cp web/*.html web/*.js web/*.css "$out/"
+cp -r web/views "$out/"
 cp "$wasm/vitlens.js" "$wasm/vitlens.wasm" "$out/wasm/"
 # The pthreads build: used only where the host sends COOP/COEP (cross-origin isolation).
 for f in vitlens-mt.js vitlens-mt.wasm vitlens-mt.worker.js; do

@@ -20,6 +20,7 @@
 
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/io.h"
+#include "vitlens/model/model.h"
 #include "vitlens/tensor/limits.h"
 
 namespace vitlens {
@@ -32,29 +33,6 @@ constexpr int max_idx_count = 1'000'000;
 
 // ---------------------------------------------------------------------------------------------
 // gzip
-
-struct Crc32Table {
-  uint32_t v[256];
-};
-
-constexpr Crc32Table make_crc32_table() {
-  Crc32Table t{};
-  for (uint32_t i = 0; i < 256; i++) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    t.v[i] = c;
-  }
-  return t;
-}
-
-constexpr Crc32Table kCrc32 = make_crc32_table();
-
-// CRC-32 of ISO 3309 / RFC 1952 (reflected polynomial 0xEDB88320).
-uint32_t crc32(const uint8_t* p, size_t n) {
-  uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; i++) c = kCrc32.v[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
 
 uint32_t le32(const uint8_t* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
@@ -140,11 +118,11 @@ std::vector<uint8_t> read_gz(const std::string& path) {
 // ---------------------------------------------------------------------------------------------
 // PRNG: xoshiro256** (Blackman & Vigna 2018), state filled by splitmix64.
 
-uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+// The generator's step: splitmix64 (model.h) of the state, which then advances by its constant.
+uint64_t splitmix64_next(uint64_t& x) {
+  const uint64_t z = splitmix64(x);
+  x += 0x9E3779B97F4A7C15ull;
+  return z;
 }
 
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -153,11 +131,11 @@ class Rng {
  public:
   Rng(uint64_t seed, uint64_t index) {
     uint64_t x = seed;
-    uint64_t h = splitmix64(x);
+    uint64_t h = splitmix64_next(x);
     x = h ^ index;
-    h = splitmix64(x);
+    h = splitmix64_next(x);
     x = h;
-    for (uint64_t& w : s_) w = splitmix64(x);
+    for (uint64_t& w : s_) w = splitmix64_next(x);
   }
   uint64_t next() {
     const uint64_t result = rotl(s_[1] * 5, 7) * 9;
@@ -188,7 +166,6 @@ Rgb random_colour(Rng& rng) {
   return {uint8_t(rng.below(256)), uint8_t(rng.below(256)), uint8_t(rng.below(256))};
 }
 
-uint8_t clamp_u8(int v) { return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v); }
 
 // Over-operator with 8-bit alpha: (p·(255 − a) + c·a) / 255, rounded.
 void blend(uint8_t* p, const Rgb& c, int a) {

@@ -31,7 +31,6 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-bool is_baseline(const std::string& name) { return name == eval_random || name == eval_oracle; }
 
 void check_model(const Model& m, const SceneOptions& so, const char* what) {
   const Config& c = m.config;

@@ -15,7 +15,6 @@ namespace vitlens {
 
 namespace {
 
-bool is_baseline(const std::string& name) { return name == eval_random || name == eval_oracle; }
 
 std::string fmt(const char* format, double v) {
   if (!std::isfinite(v)) return "–";

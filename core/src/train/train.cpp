@@ -35,7 +35,6 @@ uint64_t draw(uint64_t key, uint64_t k) { return splitmix64(key + k * 0x9E3779B9
 int draw_below(uint64_t key, uint64_t k, int n) { return int(draw(key, k) % uint64_t(n)); }
 int draw_range(uint64_t key, uint64_t k, int lo, int hi) { return lo + draw_below(key, k, hi - lo + 1); }
 
-uint8_t clamp_u8(int v) { return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v); }
 
 // Threads one gradient evaluation really uses: never more than its shards (see the header).
 int effective_threads(int threads) { return std::max(1, std::min(usable_threads(threads), train_shards)); }

@@ -94,6 +94,9 @@ std::vector<uint8_t> item_alpha(const FashionMnist& src, int source_index, int s
 void export_scenes(const std::string& dir, const FashionMnist& src, const SceneOptions& opt,
                    uint64_t seed, uint64_t first, uint64_t count);
 
+// v clamped to a byte.
+inline uint8_t clamp_u8(int v) { return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v); }
+
 // 8-bit scene pixels → the model's normalised input, (v/255 − mean)/std per channel. The
 // scene must already have the model's size (no resampling).
 Image scene_input(const Pixels& px, const Config& cfg);

@@ -51,6 +51,8 @@ namespace vitlens {
 constexpr uint64_t eval_default_seed = 777;
 constexpr const char* eval_random = "random";
 constexpr const char* eval_oracle = "oracle";
+// The two reference rows that are not attribution methods.
+inline bool is_baseline(const std::string& name) { return name == eval_random || name == eval_oracle; }
 
 // Registry methods that `all` leaves out unless slow ones are asked for: those marked
 // MethodInfo::long_running (tens of forward and backward passes per map: integrated gradients,

@@ -1,0 +1,21 @@
+// events.js — the page's event bus: one EventTarget through which the views hear about changes
+// they did not make. No framework; listeners run synchronously, in the order they were added.
+//
+//   model-changed      { info }         a model was loaded (also after a worker restart)
+//   image-changed      { image }        a new image was opened (not an edit of the current one)
+//   predicted          { predictions, view }   the current image was classified (also after edits)
+//   method-changed     { name }         the main view's method was chosen
+//   options-changed    {}               an option of the current method changed
+//   explained          { explanation }  the main view drew a new explanation
+//   query-changed      { query }        the query token (0 = CLS, 1 + patch) changed
+//   explains-cancelled {}               every explain in flight was cancelled (new image or class)
+
+export const events = new EventTarget();
+
+export function emit(type, detail = {}) {
+  events.dispatchEvent(new CustomEvent(type, { detail }));
+}
+
+export function on(type, listener) {
+  events.addEventListener(type, (e) => listener(e.detail));
+}

@@ -1,0 +1,193 @@
+// explanation.js — the "Explanation" panel: the image with the current method's map drawn over
+// it, the colour bar, the raw token map, the display controls (opacity, threshold, colour map),
+// the timing line and the progress bar with Cancel for long methods. Owns the main explain
+// request, the explanation drawn, the query patch and the display settings.
+import { emit, on } from '../events.js';
+import { drawColorbar, drawGrid, drawOverlay, formatNumber, minMax } from '../render.js';
+import { $, cancelFlag, fitCanvas, raiseFlag } from './util.js';
+
+export function createExplanationView(app) {
+  const display = { cmap: 'jet', opacity: 0.55, threshold: 0 };
+  let pending = null; // the pending main explain request
+  let progress = null; // the long main explain running: { id, name, flag }
+  let firstShown = false;
+
+  on('predicted', () => draw());
+  on('method-changed', () => explain());
+  on('options-changed', () => explain());
+
+  const slider = (id, key) => {
+    $(id).addEventListener('input', () => {
+      display[key] = Number($(id).value);
+      $(`${id}-out`).textContent = $(id).value;
+      draw();
+    });
+  };
+  slider('opacity', 'opacity');
+  slider('threshold', 'threshold');
+  $('cmap').addEventListener('change', () => {
+    display.cmap = $('cmap').value;
+    draw();
+  });
+  $('cancel').addEventListener('click', cancelLong);
+
+  async function explain() {
+    const m = app.methodInfo(app.views.options.method);
+    if (!m || !app.predictions.length) return;
+    if (pending) {
+      app.client.cancel(pending.id);
+      raiseFlag(progress?.flag);
+    }
+    app.setStatus(`Explaining with ${m.name}…`);
+    const flag = m.longRunning ? cancelFlag() : null;
+    let p = null;
+    const hooks = { priority: true, onProgress: m.longRunning ? (f) => showProgress(p, f) : undefined };
+    p = app.call('explain', { method: m.name, options: { ...app.views.options.request(m), intermediates: true }, cancelFlag: flag }, [], hooks);
+    pending = p;
+    markPending();
+    if (m.longRunning) startProgress(p, m.name, flag);
+    try {
+      const ex = await p;
+      // A newer request replaced this one while the worker was finishing it: its result is stale
+      // (another method, image or class), so it must not be drawn over the newer one.
+      if (pending !== p) return;
+      app.explanation = ex;
+      draw();
+      emit('explained', { explanation: ex });
+      const total = ex.ms.toFixed(1);
+      $('timing').textContent = `${m.name} for “${app.className(ex.target)}”: ${total} ms in the worker (the forward pass of this image: ${app.predictMs.toFixed(1)} ms)` +
+        (firstShown ? '.' : '; the first calls also pay for the browser compiling the engine’s code.');
+      const root = document.documentElement;
+      root.dataset.explanations = String(Number(root.dataset.explanations ?? 0) + 1);
+      if (!firstShown) {
+        firstShown = true;
+        app.mark('explained');
+        root.dataset.firstExplanationMs = String(app.timeline.explained);
+        root.dataset.timeline = JSON.stringify(app.timeline);
+      }
+      app.setStatus('Ready');
+    } catch (e) {
+      app.showError(`${m.name} failed`, e);
+      if (e.code === 'cancelled' && pending === p) app.setStatus(`${m.name} was cancelled`);
+    } finally {
+      if (pending === p) pending = null;
+      markPending();
+      endProgress(p);
+    }
+  }
+
+  // <html data-main-pending> says whether the main view's explanation is still being computed
+  // (the browser tests wait on it; a stale result is never drawn).
+  function markPending() {
+    document.documentElement.dataset.mainPending = pending ? 'true' : 'false';
+  }
+
+  // ---- progress and cancel of long methods -----------------------------------------------
+
+  function startProgress(p, name, flag) {
+    progress = { id: p.id, name, flag };
+    $('progress-row').hidden = false;
+    $('progress').value = 0;
+    $('progress-text').textContent = `${name}: starting…`;
+    $('cancel').disabled = false;
+    document.documentElement.dataset.progress = '0';
+  }
+
+  function showProgress(p, fraction) {
+    if (!p || progress?.id !== p.id) return;
+    $('progress').value = fraction;
+    $('progress-text').textContent = `${progress.name}: ${Math.round(100 * fraction)} %`;
+    document.documentElement.dataset.progress = String(fraction);
+  }
+
+  function endProgress(p) {
+    if (progress?.id !== p.id) return;
+    progress = null;
+    $('progress-row').hidden = true;
+  }
+
+  // Cancels the long method running in the main view: in the engine through the shared flag when
+  // the page is cross-origin isolated (the engine stops at its next progress report), otherwise —
+  // or if the engine does not stop within 3 s — by restarting the worker.
+  async function cancelLong() {
+    const pr = progress;
+    if (!pr) return;
+    $('cancel').disabled = true;
+    $('progress-text').textContent = `${pr.name}: cancelling…`;
+    if (pr.flag) {
+      raiseFlag(pr.flag);
+      const deadline = performance.now() + 3000;
+      while (app.client.pending.has(pr.id) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      if (!app.client.pending.has(pr.id)) return;
+    }
+    await app.stop();
+  }
+
+  // ---- drawing ---------------------------------------------------------------------------
+
+  function draw() {
+    const c = $('main-canvas');
+    const img = app.views.editor.imageSource();
+    if (!img) return;
+    fitCanvas(c, img.width, img.height, 448);
+    const ex = app.explanation;
+    drawOverlay(c, img, ex?.pixelMap, ex?.width, ex?.height, display);
+    const m = app.methodInfo(ex?.method);
+    c.dataset.method = ex ? ex.method : '';
+    c.dataset.target = ex ? String(ex.target) : '';
+    $('view-title').textContent = ex ? `— ${ex.method}, class “${app.className(ex.target)}”${m && !m.classSpecific ? ' (does not depend on the class)' : ''}` : '';
+    $('labels').textContent = (app.image.labels ? `In this scene: ${app.image.labels.join(', ')}.` : `${app.image.name} (${img.width}×${img.height})`) +
+      (app.editor.edited ? ' Edited.' : '');
+    app.views.editor.outlineSelection(c);
+    if (!ex) return;
+    if (app.query > 0) outlinePatch(c, ex);
+    const { min, max } = minMax(ex.pixelMap);
+    drawColorbar($('colorbar'), display.cmap, min, max);
+    if (max <= min) $('view-title').textContent += ` — the map is constant (${formatNumber(min)}) everywhere`;
+    const tm = $('token-map');
+    fitCanvas(tm, ex.gridW, ex.gridH, 128);
+    drawGrid(tm, ex.tokenMap, ex.gridW, ex.gridH, { cmap: display.cmap });
+    $('grid-size').textContent = `(${ex.gridH}×${ex.gridW})`;
+  }
+
+  function outlinePatch(canvas, ex) {
+    const q = app.query - 1;
+    const cw = canvas.width / ex.gridW;
+    const ch = canvas.height / ex.gridH;
+    const ctx = canvas.getContext('2d');
+    ctx.strokeStyle = '#fff';
+    ctx.lineWidth = 2 * (window.devicePixelRatio || 1);
+    ctx.strokeRect((q % ex.gridW) * cw, Math.floor(q / ex.gridW) * ch, cw, ch);
+  }
+
+  // ---- the query patch -------------------------------------------------------------------
+
+  function setQuery(q) {
+    if (q === app.query) return;
+    app.query = q;
+    draw();
+    emit('query-changed', { query: q });
+  }
+
+  // The patch under a pointer event on the main canvas becomes the query.
+  function queryAt(event) {
+    const ex = app.explanation;
+    if (!ex) return;
+    const r = event.currentTarget.getBoundingClientRect();
+    const gx = Math.floor(((event.clientX - r.left) / r.width) * ex.gridW);
+    const gy = Math.floor(((event.clientY - r.top) / r.height) * ex.gridH);
+    if (gx < 0 || gy < 0 || gx >= ex.gridW || gy >= ex.gridH) return;
+    setQuery(1 + gy * ex.gridW + gx);
+  }
+
+  // Moves the query patch by (dx, dy) patches; from the CLS token it starts at patch 0.
+  function moveQuery(dx, dy) {
+    const ex = app.explanation;
+    const q = app.query === 0 ? 0 : app.query - 1;
+    const gx = Math.min(ex.gridW - 1, Math.max(0, (q % ex.gridW) + dx));
+    const gy = Math.min(ex.gridH - 1, Math.max(0, Math.floor(q / ex.gridW) + dy));
+    setQuery(1 + gy * ex.gridW + gx);
+  }
+
+  return { explain, draw, setQuery, queryAt, moveQuery, display };
+}

@@ -1,0 +1,184 @@
+// files.js — files in and out: the model (the shipped one, a dropped .vitl, or a .safetensors
+// checkpoint with its config.json, converted in the worker), images (chosen, dropped or pasted;
+// decoded by the browser) and the exports (the overlay as PNG, the raw map as .npy). Owns the
+// loaded model and how it was loaded (to load it again after a worker restart) and the image.
+import { VitlensError } from '../client.js';
+import { emit, on } from '../events.js';
+import { encodeNpy, saveBlob } from '../files.js';
+import { drawOverlay } from '../render.js';
+import { $ } from './util.js';
+
+const SHIPPED_MODEL = './models/vitlens-scenes.vitl';
+
+function shippedSpec() {
+  return { kind: 'vitl', source: { url: new URL(SHIPPED_MODEL, location.href).href }, label: 'the shipped model', shipped: true };
+}
+
+function describeModel(info) {
+  const kind = info.multiLabel ? 'multi-label (sigmoid)' : 'softmax';
+  return `${info.imageH}×${info.imageW}×${info.channels} input, patch ${info.patch} (${info.imageH / info.patch}×${info.imageW / info.patch} patches), ` +
+    `width ${info.dim}, ${info.depth} blocks × ${info.heads} heads, ${info.classes} classes, ${kind}, ` +
+    `${(info.params / 1e3).toFixed(1)}k parameters${info.storedInt8 ? ', int8' : ''}.`;
+}
+
+function isModelFile(f) {
+  return /\.(vitl|safetensors|json)$/i.test(f.name);
+}
+
+export function createFilesView(app) {
+  let modelSpec = null; // how the current model was loaded
+
+  on('explained', () => {
+    $('export-png').disabled = false;
+    $('export-npy').disabled = false;
+  });
+
+  $('image-file').addEventListener('change', (e) => {
+    if (e.target.files[0]) openImage(e.target.files[0], e.target.files[0].name);
+    e.target.value = '';
+  });
+  $('model-file').addEventListener('change', (e) => {
+    onModelFiles(e.target.files);
+    e.target.value = '';
+  });
+  $('model-reset').addEventListener('click', () => changeModel(shippedSpec()));
+  document.addEventListener('dragover', (e) => {
+    e.preventDefault();
+    document.body.classList.add('dragging');
+  });
+  document.addEventListener('dragleave', (e) => {
+    if (!e.relatedTarget) document.body.classList.remove('dragging');
+  });
+  document.addEventListener('drop', (e) => {
+    e.preventDefault();
+    document.body.classList.remove('dragging');
+    onFiles(e.dataTransfer.files);
+  });
+  document.addEventListener('paste', (e) => {
+    const files = [...(e.clipboardData?.files ?? [])];
+    if (files.length) {
+      e.preventDefault();
+      onFiles(files);
+    }
+  });
+  $('export-png').addEventListener('click', exportPng);
+  $('export-npy').addEventListener('click', exportNpy);
+
+  // ---- the model -------------------------------------------------------------------------
+
+  async function loadModel(spec) {
+    app.setStatus(`Loading ${spec.label}…`);
+    const out = spec.kind === 'vitl'
+      ? await app.call('loadModel', { source: spec.source })
+      : await app.call('importModel', { checkpoint: spec.checkpoint, config: spec.config });
+    app.info = out.info;
+    modelSpec = spec;
+    $('model-info').textContent = `${spec.label}: ${describeModel(out.info)}`;
+    $('model-info').title = out.info.provenance || '';
+    $('model-reset').hidden = spec.shipped === true;
+    emit('model-changed', { info: out.info });
+    return out.info;
+  }
+
+  async function changeModel(spec) {
+    app.clearError();
+    app.cancelExplains();
+    try {
+      await loadModel(spec);
+    } catch (e) {
+      app.showError(`Could not load ${spec.label}`, e);
+      return;
+    }
+    if (app.image) await app.views.prediction.predict();
+    else app.setStatus('Ready');
+  }
+
+  function onModelFiles(files) {
+    const list = [...files];
+    if (!list.length) return;
+    const byExt = (ext) => list.find((f) => f.name.toLowerCase().endsWith(ext));
+    const vitl = byExt('.vitl');
+    const ckpt = byExt('.safetensors');
+    const config = byExt('.json');
+    if (vitl) changeModel({ kind: 'vitl', source: { blob: vitl }, label: vitl.name });
+    else if (ckpt && config) changeModel({ kind: 'safetensors', checkpoint: { blob: ckpt }, config: { blob: config }, label: ckpt.name });
+    else if (ckpt) app.showError('Could not load the model', new VitlensError('bad_argument', 'choose the .safetensors checkpoint and its config.json together'));
+    else changeModel({ kind: 'vitl', source: { blob: list[0] }, label: list[0].name });
+  }
+
+  // Starts fetching the shipped model while the engine starts; the promise resolves to its bytes.
+  function fetchShippedModel() {
+    const p = fetch(SHIPPED_MODEL).then((res) => (res.ok ? res.blob() : Promise.reject(
+      new VitlensError('network', `${SHIPPED_MODEL}: HTTP ${res.status}`))));
+    p.catch(() => {});
+    return p;
+  }
+
+  function loadShippedModel(blob) {
+    return loadModel({ ...shippedSpec(), source: { blob } });
+  }
+
+  // After a worker restart: the new worker loads the same model again.
+  async function reloadModel() {
+    if (modelSpec) await loadModel(modelSpec);
+  }
+
+  // ---- images ----------------------------------------------------------------------------
+
+  // Opens an image (a Blob the browser can decode), classifies and explains it; resolves once
+  // the main explanation is drawn.
+  async function openImage(blob, name, labels = null) {
+    app.clearError();
+    let bitmap;
+    try {
+      bitmap = await createImageBitmap(blob, { colorSpaceConversion: 'none' }); // the pixels the worker sees
+    } catch {
+      app.showError(`Could not open ${name}`, new VitlensError('bad_image', 'this file is not an image the browser can decode (PNG, JPEG, GIF, WebP, BMP…)'));
+      return;
+    }
+    app.image?.bitmap.close();
+    app.image = { blob, bitmap, name, labels };
+    emit('image-changed', { image: app.image });
+    await app.views.prediction.predict();
+  }
+
+  function onFiles(files) {
+    const list = [...files];
+    if (!list.length) return;
+    if (list.some(isModelFile)) onModelFiles(list);
+    else openImage(list[0], list[0].name || 'pasted image');
+  }
+
+  // ---- export ----------------------------------------------------------------------------
+
+  function exportBase() {
+    const ex = app.explanation;
+    const stem = (app.image?.name ?? 'image').replace(/\.[^.]*$/, '').replace(/[^\w.-]+/g, '_');
+    return `${stem}_${ex.method}_class${ex.target}`;
+  }
+
+  function exportPng() {
+    const ex = app.explanation;
+    const img = app.views.editor.imageSource();
+    if (!ex || !img) return;
+    const long = Math.min(1024, Math.max(512, img.width, img.height));
+    const s = long / Math.max(img.width, img.height);
+    const c = document.createElement('canvas');
+    c.width = Math.round(img.width * s);
+    c.height = Math.round(img.height * s);
+    drawOverlay(c, img, ex.pixelMap, ex.width, ex.height, app.views.explanation.display);
+    c.toBlob((blob) => saveBlob(blob, `${exportBase()}.png`), 'image/png');
+  }
+
+  // The raw map as the CLI's --save-map writes it: the token grid, or pixels for methods that
+  // compute the map at the input.
+  function exportNpy() {
+    const ex = app.explanation;
+    if (!ex) return;
+    const pixels = app.methodInfo(ex.method)?.nativePixels;
+    const bytes = pixels ? encodeNpy(ex.pixelMap, [ex.height, ex.width]) : encodeNpy(ex.tokenMap, [ex.gridH, ex.gridW]);
+    saveBlob(new Blob([bytes], { type: 'application/octet-stream' }), `${exportBase()}.npy`);
+  }
+
+  return { openImage, fetchShippedModel, loadShippedModel, reloadModel };
+}

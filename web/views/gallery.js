@@ -1,0 +1,82 @@
+// gallery.js — the test-scene gallery (models/gallery/labels.json): one thumbnail per scene,
+// one Tab stop (the chosen scene), arrow keys, Home and End within it. Owns nothing but its
+// buttons; a scene is opened through the files view like any other image.
+import { on } from '../events.js';
+import { $ } from './util.js';
+
+const GALLERY = './models/gallery/';
+
+export function createGalleryView(app) {
+  on('image-changed', ({ image }) => mark(image.name));
+
+  // Fills the gallery; resolves to its scenes ({ image, names }), [] when there is none.
+  async function load() {
+    const box = $('gallery');
+    let labels;
+    try {
+      const res = await fetch(GALLERY + 'labels.json');
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      labels = await res.json();
+    } catch (e) {
+      box.textContent = `No gallery (${GALLERY}labels.json: ${e.message}). Drop or choose an image instead.`;
+      return [];
+    }
+    const scenes = labels.scenes ?? [];
+    for (const s of scenes) {
+      const names = (s.items ?? []).map((it) => it.class_name ?? labels.class_names?.[it.class] ?? String(it.class));
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'thumb';
+      b.dataset.image = s.image;
+      b.title = `${s.image}: ${names.join(', ')}`;
+      const img = document.createElement('img');
+      img.src = GALLERY + s.image;
+      img.alt = `scene ${s.index ?? ''}: ${names.join(', ')}`;
+      img.width = 64;
+      img.height = 64;
+      b.append(img);
+      b.addEventListener('click', () => open(s.image, names));
+      box.append(b);
+    }
+    mark(null);
+    box.addEventListener('keydown', onKey);
+    return scenes.map((s) => ({ image: s.image, names: (s.items ?? []).map((it) => it.class_name ?? String(it.class)) }));
+  }
+
+  async function open(image, names) {
+    let blob;
+    try {
+      const res = await fetch(GALLERY + image);
+      if (!res.ok) throw new Error(`HTTP ${res.status}`);
+      blob = await res.blob();
+    } catch (e) {
+      app.showError(`Could not fetch ${image}`, e);
+      return;
+    }
+    await app.views.files.openImage(blob, image, names);
+  }
+
+  function mark(name) {
+    const thumbs = [...$('gallery').querySelectorAll('.thumb')];
+    const chosen = thumbs.some((b) => b.dataset.image === name);
+    thumbs.forEach((b, i) => {
+      b.setAttribute('aria-pressed', String(b.dataset.image === name));
+      b.tabIndex = b.dataset.image === name || (!chosen && i === 0) ? 0 : -1;
+    });
+  }
+
+  function onKey(event) {
+    const thumbs = [...$('gallery').querySelectorAll('.thumb')];
+    const i = thumbs.indexOf(document.activeElement);
+    if (i < 0) return;
+    const perRow = Math.max(1, Math.round($('gallery').clientWidth / thumbs[0].offsetWidth));
+    const step = { ArrowLeft: -1, ArrowRight: 1, ArrowUp: -perRow, ArrowDown: perRow, Home: -i, End: thumbs.length - 1 - i }[event.key];
+    if (step === undefined) return;
+    event.preventDefault();
+    const next = thumbs[Math.min(thumbs.length - 1, Math.max(0, i + step))];
+    for (const b of thumbs) b.tabIndex = b === next ? 0 : -1;
+    next.focus();
+  }
+
+  return { load, open };
+}

@@ -1,0 +1,72 @@
+// perturbation.js — "Faithfulness, live": the perturbation test for the current image and map,
+// most and least relevant pixels first, each perturbed image shown and its class score plotted,
+// with the AUCs. Owns the perturbation request in flight.
+import { on } from '../events.js';
+import { lineChart, perturbationAuc } from '../teach.js';
+import { $ } from './util.js';
+
+export function createPerturbationView(app) {
+  let pending = null; // the perturbation request in flight
+
+  on('explained', ({ explanation }) => run(explanation));
+
+  async function run(ex) {
+    const { imageW: w, imageH: h } = app.info;
+    if (ex.width !== w || ex.height !== h) {
+      $('faith-note').textContent = `(the map is ${ex.width}×${ex.height}, not the model’s ${w}×${h}: not computed)`;
+      return;
+    }
+    if (pending) app.client.cancel(pending.id);
+    const p = app.call('perturb', { map: ex.pixelMap.slice(), target: ex.target }, [], { priority: true });
+    pending = p;
+    try {
+      const out = await p;
+      if (app.explanation !== ex) return;
+      render(ex, out);
+    } catch (e) {
+      if (e.code !== 'cancelled') app.showError('The perturbation test failed', e);
+    } finally {
+      if (pending === p) pending = null;
+    }
+  }
+
+  function render(ex, out) {
+    const [pos, neg] = out.steps;
+    const names = { positive: 'most relevant first', negative: 'least relevant first' };
+    lineChart($('faith-plot'), [
+      { name: names.positive, x: pos.fraction, y: pos.prob, colour: '#cf222e' },
+      { name: names.negative, x: neg.fraction, y: neg.prob, colour: '#1f6feb', dash: '5 3' },
+    ], { width: 440, height: 250, xLabel: 'fraction of pixels removed', yLabel: `p(“${app.className(ex.target)}”)`, yMin: 0, yMax: 1,
+      xTicks: [0, 0.2, 0.4, 0.6, 0.8] });
+    const aucP = perturbationAuc(pos.fraction, pos.prob);
+    const aucN = perturbationAuc(neg.fraction, neg.prob);
+    $('faith-note').textContent = `— ${ex.method}, “${app.className(ex.target)}”: AUC ${aucP.toFixed(1)} most relevant first (lower is better), ` +
+      `${aucN.toFixed(1)} least relevant first (higher is better); ${out.ms.toFixed(0)} ms for 20 forward passes`;
+    const strips = $('faith-strips');
+    strips.replaceChildren();
+    const { imageW: w, imageH: h } = app.info;
+    for (const curve of out.steps) {
+      const row = document.createElement('div');
+      row.className = 'faith-strip';
+      row.dataset.order = curve.order;
+      const label = document.createElement('span');
+      label.className = 'muted strip-label';
+      label.textContent = names[curve.order];
+      row.append(label);
+      curve.views.forEach((view, k) => {
+        const fig = document.createElement('figure');
+        const c = document.createElement('canvas');
+        c.width = w;
+        c.height = h;
+        c.getContext('2d').putImageData(new ImageData(view, w, h), 0, 0);
+        const cap = document.createElement('figcaption');
+        cap.textContent = `${Math.round(100 * curve.fraction[k])} % · ${(100 * curve.prob[k]).toFixed(0)} %`;
+        fig.append(c, cap);
+        row.append(fig);
+      });
+      strips.append(row);
+    }
+    const root = document.documentElement;
+    root.dataset.perturbations = String(Number(root.dataset.perturbations ?? 0) + 1);
+  }
+}

@@ -1,0 +1,113 @@
+// prediction.js — the "Prediction" panel: classifies the current image in the worker, shows the
+// class scores (click one to explain it) and what the model sees. Owns the prediction: the
+// scores, the class explained, and the image version the other views key their requests on.
+import { emit, on } from '../events.js';
+import { $, fitCanvas } from './util.js';
+
+function argmax(preds) {
+  let best = preds[0];
+  for (const p of preds) if (p.logit > best.logit) best = p;
+  return best.class;
+}
+
+export function createPredictionView(app) {
+  let targetChosen = false; // the user clicked a class for this image (kept while it is edited)
+
+  on('image-changed', () => { targetChosen = false; });
+
+  // Classifies the current image (app.image.blob), then explains it; resolves once the main
+  // explanation is drawn. `grid: false` skips the all-methods grid (live updates while editing).
+  async function predict({ grid = true } = {}) {
+    const main = app.views.explanation;
+    if (!app.info) {
+      main.draw();
+      app.setStatus('No model is loaded: load one under “Model”.');
+      return;
+    }
+    app.cancelExplains();
+    app.setStatus(`Classifying ${app.image.name}…`);
+    let out;
+    try {
+      out = await app.call('setImage', { source: { blob: app.image.blob } });
+    } catch (e) {
+      app.showError(`Could not classify ${app.image.name}`, e);
+      return;
+    }
+    app.mark('predicted');
+    app.imageVersion++;
+    app.predictions = out.predictions;
+    app.predictMs = out.ms;
+    if (!(app.editor.edited && targetChosen && app.target < out.predictions.length)) app.target = argmax(out.predictions);
+    if (!app.editor.edited) app.explanation = null;
+    drawModelInput(out.view);
+    renderScores();
+    emit('predicted', { predictions: out.predictions, view: out.view });
+    const done = main.explain();
+    // The grid (long methods included) queues behind the main view's explanation, per-head views and
+    // perturbation curve, which are requested as soon as the explanation arrives.
+    if (grid) done.then(() => app.views.grid.run());
+    return done;
+  }
+
+  // After a worker restart: the new worker classifies the image again (nothing is redrawn).
+  async function restore() {
+    const out = await app.call('setImage', { source: { blob: app.image.blob } });
+    app.predictions = out.predictions;
+  }
+
+  function drawModelInput(view) {
+    const { imageW: w, imageH: h } = app.info;
+    const small = document.createElement('canvas');
+    small.width = w;
+    small.height = h;
+    small.getContext('2d').putImageData(new ImageData(view, w, h), 0, 0);
+    const c = $('model-input');
+    fitCanvas(c, w, h, 128);
+    const ctx = c.getContext('2d');
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(small, 0, 0, c.width, c.height);
+    $('model-size').textContent = `(${w}×${h})`;
+  }
+
+  function renderScores() {
+    const box = $('scores');
+    box.replaceChildren();
+    const multi = app.info.multiLabel;
+    $('scores-note').textContent = `${multi ? 'Sigmoid per class (multi-label)' : 'Softmax'} probability; click a class to explain it.`;
+    for (const p of app.predictions) {
+      const b = document.createElement('button');
+      b.type = 'button';
+      b.className = 'score';
+      b.dataset.class = p.class;
+      b.dataset.prob = String(p.prob);
+      b.setAttribute('aria-pressed', String(p.class === app.target));
+      b.title = `logit ${p.logit.toFixed(3)}`;
+      const name = document.createElement('span');
+      name.className = 'score-name';
+      name.textContent = p.name;
+      const bar = document.createElement('span');
+      bar.className = 'score-bar';
+      const fill = document.createElement('span');
+      fill.style.width = `${(100 * p.prob).toFixed(1)}%`;
+      if (multi ? p.prob >= 0.5 : p.class === argmax(app.predictions)) fill.className = 'present';
+      bar.append(fill);
+      const value = document.createElement('span');
+      value.className = 'score-value';
+      value.textContent = (100 * p.prob).toFixed(1) + '%';
+      b.append(name, bar, value);
+      b.addEventListener('click', () => chooseClass(p.class));
+      box.append(b);
+    }
+  }
+
+  function chooseClass(cls) {
+    if (cls === app.target) return;
+    app.target = cls;
+    targetChosen = true;
+    for (const b of $('scores').children) b.setAttribute('aria-pressed', String(Number(b.dataset.class) === cls));
+    app.cancelExplains();
+    app.views.explanation.explain().then(() => app.views.grid.run());
+  }
+
+  return { predict, restore };
+}

@@ -1,0 +1,304 @@
+// teaching.js — "Inside the model": block by block, the query token's row of A, ∇A, R_A and the
+// rollout factor and product; the chosen block's per-head views; for AttAttr the head-importance
+// grid and the attribution tree; for LRP methods Σ relevance layer by layer. Owns the block
+// stepped to and the per-head data fetched for the current image.
+import { on } from '../events.js';
+import { drawGrid, formatNumber } from '../render.js';
+import { attributionTree, drawTree, headImportance, lineChart } from '../teach.js';
+import { GRAD_TIMES_RELEVANCE, HEAD_PRODUCT_TEXT, NORM_FORMULA, NORM_STAGES, STEP_FORMULA, USES_GRADS } from './method_text.js';
+import { $, fitCanvas } from './util.js';
+
+function queryRow(mat, n, q) {
+  return mat.subarray(q * n + 1, q * n + n);
+}
+
+export function createTeachingView(app) {
+  let teachBlock = 0;
+  let teachData = null; // { key, attn, grads }: per block, per head A and ∂y_t/∂A of the current image
+  let teachP = null; // the pending request for them
+
+  on('model-changed', () => setBlock(teachBlock));
+  on('explained', ({ explanation }) => {
+    render();
+    fetchHeads(explanation);
+  });
+  on('query-changed', () => render({ extras: false }));
+  $('block').addEventListener('input', () => setBlock(Number($('block').value)));
+  $('block-prev').addEventListener('click', () => setBlock(teachBlock - 1));
+  $('block-next').addEventListener('click', () => setBlock(teachBlock + 1));
+
+  // The rows over all blocks, then the chosen block's per-head views; `extras` also redraws what does
+  // not depend on the query patch (the conservation chart, AttAttr's importance grid and tree).
+  function render({ extras = true } = {}) {
+    const ex = app.explanation;
+    const box = $('teach');
+    box.replaceChildren();
+    const blocks = ex?.intermediates?.blocks ?? [];
+    const n = ex?.intermediates?.tokens ?? 0;
+    $('teach-query').textContent = app.query === 0 ? 'query: the CLS token' :
+      `query: patch ${app.query - 1} (row ${Math.floor((app.query - 1) / ex.gridW)}, column ${(app.query - 1) % ex.gridW})`;
+    const rows = [
+      ['attn', 'A_b', 'attention, softmax(q·kᵀ/√d_h), mean over heads'],
+      ['grad', '∇A_b', '∂y_t/∂A_b, gradient of the class logit, mean over heads'],
+      ['relevance', 'R_A_b', 'LRP relevance at the attention probabilities, mean over heads'],
+      ['step', 'this block’s factor', STEP_FORMULA[ex?.method] ?? 'the factor of the product'],
+      ['accumulated', 'accumulated', 'C_b = Â_b · C_(b−1): the product so far (row of the query)'],
+    ];
+    for (const [key, title, formula] of rows) {
+      if (!blocks.length || !blocks.some((b) => b[key])) continue;
+      const row = teachRow(key, title, formula);
+      blocks.forEach((b, i) => {
+        if (!b[key]) return;
+        const fig = document.createElement('figure');
+        if (i > teachBlock) fig.className = 'later';
+        if (i === teachBlock) fig.classList.add('current');
+        const c = document.createElement('canvas');
+        fitCanvas(c, ex.gridW, ex.gridH, 72);
+        drawGrid(c, queryRow(b[key], n, app.query), ex.gridW, ex.gridH, { cmap: 'viridis', outline: app.query - 1 });
+        const cap = document.createElement('figcaption');
+        cap.textContent = `block ${i}`;
+        fig.append(c, cap);
+        row.append(fig);
+      });
+      box.append(row);
+    }
+    if (!blocks.length) box.textContent = 'This method reports no per-block intermediates (head means); the per-head views above are the model’s own.';
+    renderBlock();
+    if (!extras) return;
+    renderConservation(ex);
+    renderExtra(ex);
+  }
+
+  // A small figure: a query row over the patch grid, a caption, and a data-kind for the tests.
+  function gridFigure(row, ex, caption, kind) {
+    const fig = document.createElement('figure');
+    const c = document.createElement('canvas');
+    fitCanvas(c, ex.gridW, ex.gridH, 72);
+    drawGrid(c, row, ex.gridW, ex.gridH, { cmap: 'viridis', outline: app.query - 1 });
+    c.dataset.kind = kind;
+    const cap = document.createElement('figcaption');
+    cap.textContent = caption;
+    fig.append(c, cap);
+    return fig;
+  }
+
+  function teachRow(kind, title, formula) {
+    const row = document.createElement('div');
+    row.className = 'teach-row';
+    row.dataset.kind = kind;
+    const head = document.createElement('div');
+    head.className = 'teach-head';
+    head.innerHTML = '<strong></strong><br><span class="formula"></span>';
+    head.querySelector('strong').textContent = title;
+    head.querySelector('span').textContent = formula;
+    row.append(head);
+    return row;
+  }
+
+  // The chosen block's per-head views: A (always), ∇A (methods that use it), AttAttr's Attr per
+  // head and the norm-based stages (when the method is one of those).
+  function renderBlock() {
+    const box = $('teach-block');
+    box.replaceChildren();
+    const ex = app.explanation;
+    const td = teachData;
+    if (!ex || !app.info) return;
+    const b = Math.min(teachBlock, app.info.depth - 1);
+    const n = 1 + ex.gridW * ex.gridH;
+    const q = app.query;
+    if (td?.attn?.[b]) {
+      const row = teachRow('head-attn', `block ${b}: attention per head`, 'A_b,h = softmax(q_h·k_hᵀ/√d_h); the query’s row, without the CLS key');
+      td.attn[b].forEach((a, h) => row.append(gridFigure(queryRow(a, n, q), ex, `head ${h}`, 'head-attn')));
+      box.append(row);
+    }
+    if (td?.grads?.[b]) {
+      const row = teachRow('head-grad', `block ${b}: ∇A per head`, `∇A_b,h = ∂y_t/∂A_b,h for “${app.className(ex.target)}”`);
+      td.grads[b].forEach((g, h) => row.append(gridFigure(queryRow(g, n, q), ex, `head ${h}`, 'head-grad')));
+      box.append(row);
+      if (td.attn?.[b]) {
+        const row2 = teachRow('head-gradxa', `block ${b}: (∇A ⊙ A)⁺ per head`, HEAD_PRODUCT_TEXT.gradxa);
+        td.grads[b].forEach((g, h) => {
+          const a = td.attn[b][h];
+          const r = queryRow(g, n, q).map((v, j) => Math.max(0, v * a[q * n + 1 + j]));
+          row2.append(gridFigure(r, ex, `head ${h}`, 'head-gradxa'));
+        });
+        box.append(row2);
+      }
+    }
+    const rHeads = ex.intermediates?.blocks?.[b]?.relevanceHeads;
+    if (rHeads?.length) {
+      const row = teachRow('head-relevance', `block ${b}: R_A per head`, 'R_A_b,h = the LRP relevance reaching head h’s attention (Chefer et al. 2021); the query’s row');
+      rHeads.forEach((r, h) => row.append(gridFigure(queryRow(r, n, q), ex, `head ${h}`, 'head-relevance')));
+      box.append(row);
+      if (td?.grads?.[b] && GRAD_TIMES_RELEVANCE.has(ex.method)) {
+        const row2 = teachRow('head-gradxr', `block ${b}: (∇A ⊙ R_A)⁺ per head`, HEAD_PRODUCT_TEXT.gradxr);
+        rHeads.forEach((r, h) => {
+          const g = td.grads[b][h];
+          const v = queryRow(r, n, q).map((x, j) => Math.max(0, x * g[q * n + 1 + j]));
+          row2.append(gridFigure(v, ex, `head ${h}`, 'head-gradxr'));
+        });
+        box.append(row2);
+      }
+    }
+    if (ex.attattr?.[b]) {
+      const row = teachRow('head-attattr', `block ${b}: AttAttr per head`, 'Attr_b,h = A_b,h ⊙ (1/m) Σ_k ∂F(α_k·A_b)/∂A_b,h, α_k = k/m');
+      ex.attattr[b].forEach((a, h) => row.append(gridFigure(queryRow(a, n, q), ex, `head ${h}`, 'head-attattr')));
+      box.append(row);
+    }
+    if (ex.norm?.[b]) {
+      const row = teachRow('norm-stages', `block ${b}: norm-based stages`, 'N[i, j] = ‖z_(i←j)‖₂ at each stage; r = mixing ratio of the query token');
+      for (const st of NORM_STAGES) {
+        const map = ex.norm[b].maps?.[st];
+        if (!map) continue;
+        const fig = gridFigure(queryRow(map, n, q), ex, '', 'norm-stage');
+        const mix = ex.norm[b].mixing?.[st];
+        fig.querySelector('figcaption').innerHTML = '<strong></strong><br><span class="formula"></span>';
+        fig.querySelector('strong').textContent = `${st}${mix ? ` (r = ${formatNumber(mix[q])})` : ''}`;
+        fig.querySelector('.formula').textContent = NORM_FORMULA[st];
+        fig.className = 'norm-fig';
+        row.append(fig);
+      }
+      box.append(row);
+    }
+    if (!td) {
+      const p = document.createElement('p');
+      p.className = 'muted';
+      p.textContent = 'Loading the per-head views…';
+      box.append(p);
+    }
+  }
+
+  // Asks the worker for each head's A (and ∂y_t/∂A when the method uses it) of the current image.
+  async function fetchHeads(ex) {
+    const grads = USES_GRADS.has(ex.method);
+    const key = `${app.imageVersion}:${grads ? ex.target : '-'}`;
+    if (teachData?.key === key || (teachData?.grads && teachData.key === `${app.imageVersion}:${ex.target}`)) {
+      renderBlock();
+      return;
+    }
+    if (teachP) app.client.cancel(teachP.id);
+    const p = app.call('teach', { target: ex.target, grads }, [], { priority: true });
+    teachP = p;
+    try {
+      const out = await p;
+      teachData = { key, ...out };
+      renderBlock();
+      document.documentElement.dataset.teachKey = key;
+    } catch (e) {
+      if (e.code !== 'cancelled') app.showError('The per-head views failed', e);
+    } finally {
+      if (teachP === p) teachP = null;
+    }
+  }
+
+  // AttAttr's head importance (max over i, j per block and head, this image) and the attribution
+  // tree over the image.
+  function renderExtra(ex) {
+    const box = $('teach-extra');
+    box.replaceChildren();
+    if (!ex?.attattr?.length) return;
+    const imp = headImportance(ex.attattr);
+    const fig = document.createElement('figure');
+    fig.className = 'importance';
+    const table = document.createElement('table');
+    table.className = 'importance-grid';
+    table.setAttribute('aria-label', 'head importance: max over i, j of Attr per block and head');
+    const all = imp.flat();
+    const lo = Math.min(...all);
+    const hi = Math.max(...all);
+    const head = document.createElement('tr');
+    head.innerHTML = '<th></th>' + imp[0].map((_, h) => `<th>head ${h}</th>`).join('');
+    table.append(head);
+    imp.forEach((heads, b) => {
+      const tr = document.createElement('tr');
+      tr.innerHTML = `<th>block ${b}</th>`;
+      for (const v of heads) {
+        const td = document.createElement('td');
+        const t = hi > lo ? (v - lo) / (hi - lo) : 0;
+        td.style.background = `rgba(31, 111, 235, ${(0.1 + 0.9 * t).toFixed(3)})`;
+        td.style.color = t > 0.55 ? '#fff' : '';
+        td.textContent = formatNumber(v);
+        tr.append(td);
+      }
+      table.append(tr);
+    });
+    const cap = document.createElement('figcaption');
+    cap.textContent = 'Head importance for this image: I_b,h = max_i,j Attr_b,h[i, j] (Hao et al. sum it over a data set).';
+    fig.append(table, cap);
+
+    const n = 1 + ex.gridW * ex.gridH;
+    const tree = attributionTree(ex.attattr, n, 0.4);
+    const tfig = document.createElement('figure');
+    tfig.className = 'tree';
+    const c = document.createElement('canvas');
+    c.id = 'attr-tree';
+    c.dataset.edges = String(tree.edges.length);
+    c.dataset.root = String(tree.root);
+    const img = app.views.editor.imageSource();
+    fitCanvas(c, img.width, img.height, 256);
+    drawTree(c, img, tree, ex.gridW, ex.gridH, ex.attattr.length);
+    const tcap = document.createElement('figcaption');
+    tcap.innerHTML = '<strong>Attribution tree</strong> (circle = root; arrows point from a patch to the patch it informs, lighter = higher block)<br>' +
+      '<span class="formula">M_l = Σ_h Attr_l,h / max over rows i ≥ 1; keep M_l[i, j] &gt; 0.4; root = the patch j with the largest Σ_i Σ_h Attr_L,h[i, j]; ' +
+      'from block L−1 down, i → j when i is in the tree and j is not (one parent each)</span>';
+    tfig.append(c, tcap);
+    box.append(fig, tfig);
+  }
+
+  function renderConservation(ex) {
+    const box = $('conservation');
+    box.replaceChildren();
+    if (!ex || !ex.conservation?.length) return;
+    const s = ex.relevanceSums;
+    const chartBox = document.createElement('figure');
+    chartBox.className = 'cons-chart';
+    const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+    svg.id = 'conservation-chart';
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', 'sum of relevance per layer');
+    const layers = ex.conservation.map((l) => l.layer);
+    // Only the block boundaries and the ends are named on the axis; every point has its layer as a tooltip.
+    const named = layers.map((l) => (/^(head|patch_embed|blocks\.\d+\.add2)$/.test(l) ? l : ''));
+    lineChart(svg, [{ name: 'Σ R in', x: layers.map((_, i) => i), y: ex.conservation.map((l) => l.relevanceIn), colour: '#1f6feb' }], {
+      width: Math.min(1100, Math.max(440, 8 * layers.length + 80)), height: 230, yLabel: 'Σ relevance (propagation order →)', xLabels: named, refLine: s?.seed,
+    });
+    svg.querySelectorAll('circle').forEach((c, i) => {
+      const title = document.createElementNS('http://www.w3.org/2000/svg', 'title');
+      title.textContent = `${layers[i]}: Σ R in ${formatNumber(ex.conservation[i].relevanceIn)}, out ${formatNumber(ex.conservation[i].relevanceOut)}`;
+      c.append(title);
+    });
+    const cap = document.createElement('figcaption');
+    cap.innerHTML = '<span class="formula">Σ_i R_i^(in) = Σ_j R_j^(out) at every layer (dashed: the seed)</span>';
+    chartBox.append(svg, cap);
+    box.append(chartBox);
+    const details = document.createElement('details');
+    const summary = document.createElement('summary');
+    summary.textContent = 'Conservation: Σ relevance layer by layer (LRP) — ' +
+      (s ? `seed ${formatNumber(s.seed)}, at the tokens E0 ${formatNumber(s.tokens)}, at the image ${formatNumber(s.image)}` : '');
+    const table = document.createElement('table');
+    table.innerHTML = '<thead><tr><th>layer</th><th>Σ R out</th><th>Σ R in</th><th></th></tr></thead>';
+    const body = document.createElement('tbody');
+    const scale = Math.max(1e-12, ...ex.conservation.map((l) => Math.abs(l.relevanceIn)));
+    for (const l of ex.conservation) {
+      const tr = document.createElement('tr');
+      const bar = `<span class="cons-bar" style="width:${(100 * Math.abs(l.relevanceIn) / scale).toFixed(1)}%"></span>`;
+      tr.innerHTML = `<td></td><td>${formatNumber(l.relevanceOut)}</td><td>${formatNumber(l.relevanceIn)}</td><td class="cons-cell">${bar}</td>`;
+      tr.firstChild.textContent = l.layer;
+      body.append(tr);
+    }
+    table.append(body);
+    details.append(summary, table);
+    box.append(details);
+  }
+
+  function setBlock(b) {
+    const depth = app.info?.depth ?? 1;
+    teachBlock = Math.min(depth - 1, Math.max(0, b));
+    $('block').max = String(depth - 1);
+    $('block').value = String(teachBlock);
+    $('block-out').textContent = String(teachBlock);
+    render();
+  }
+
+  return { setBlock };
+}

@@ -1,0 +1,28 @@
+// util.js — small helpers the views share: element lookup, canvas sizing, cancel flags.
+
+export const $ = (id) => document.getElementById(id);
+
+// Sizes a canvas to fit `box` CSS pixels on its long side, at the device's pixel ratio.
+export function fitCanvas(canvas, w, h, box) {
+  const s = box / Math.max(w, h);
+  const cssW = Math.max(1, Math.round(w * s));
+  const cssH = Math.max(1, Math.round(h * s));
+  const dpr = window.devicePixelRatio || 1;
+  canvas.style.width = `${cssW}px`;
+  canvas.style.height = `${cssH}px`;
+  canvas.width = Math.round(cssW * dpr);
+  canvas.height = Math.round(cssH * dpr);
+}
+
+// In-engine cancellation needs a SharedArrayBuffer, which only a cross-origin isolated page has.
+const CAN_SHARE = self.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function';
+
+// A shared one-Int32 cancel flag for a long explain (null when the page is not isolated).
+export function cancelFlag() {
+  return CAN_SHARE ? new SharedArrayBuffer(4) : null;
+}
+
+// Asks the engine to stop the explain watching `flag` at its next progress report.
+export function raiseFlag(flag) {
+  if (flag) Atomics.store(new Int32Array(flag), 0, 1);
+}
