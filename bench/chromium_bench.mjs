@@ -1,6 +1,7 @@
 // chromium_bench.mjs — latency of one or more wasm builds in Debian's chromium, single-threaded,
-// one page per build: the forward pass (predictTensor) and, with --methods, every attribution
-// method as a user waits for it after a new image (predictTensor, then one explain() call: the
+// one page per build: the forward pass (a new input: Model.prepare, or predictTensor in older
+// builds) and, with --methods, every attribution method as a user waits for it after a new image
+// (a new input, then one explain() call: the
 // backward and relevance passes included), as bench/node_bench.mjs does in node. The builds take
 // turns in short batches, so that the load of a shared machine falls on each alike; ratios are
 // against the first build.
@@ -59,10 +60,18 @@ try {
       for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.37);
       const names = wanted ?? vl.methods().map((m) => m.name);
       // One timed run: the forward pass alone (method null), or the forward pass then the method.
+      // Builds before inputs became handles (Model.prepare) predict and explain on the model.
       const run = (method) => {
         const t0 = performance.now();
-        model.predictTensor(x, 1);
-        if (method) model.explain(method, {});
+        if (model.prepare) {
+          const input = model.prepare(x);
+          input.predict(1);
+          if (method) input.explain(method, {});
+          input.delete();
+        } else {
+          model.predictTensor(x, 1);
+          if (method) model.explain(method, {});
+        }
         return performance.now() - t0;
       };
       // Warm up until V8 has tiered every hot function up from its baseline compiler.

@@ -8,6 +8,7 @@
 #include <emscripten/val.h>
 #include <malloc.h>
 
+#include <array>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -18,9 +19,11 @@
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/image.h"
 #include "vitlens/tensor/limits.h"
+#include "vitlens/methods/attattr.h"
 #include "vitlens/methods/methods.h"
 #include "vitlens/methods/norm_maps.h"
 #include "vitlens/methods/options.h"
+#include "vitlens/metrics/perturbation.h"
 #include "vitlens/io/model_file.h"
 #include "vitlens/tensor/parallel.h"
 #include "vitlens/io/safetensors.h"
@@ -310,10 +313,239 @@ val predictions_to_js(const Config& c, const std::vector<Prediction>& top) {
 
 }  // namespace
 
-// A loaded model. Immutable; the trace of the last call is kept for the explain calls.
+// A plain options object of the Input queries ({} when undefined or null).
+val options_object(const val& o) {
+  if (o.isUndefined() || o.isNull()) return val::object();
+  if (o.typeOf().as<std::string>() != "object") throw Error(ErrorCode::bad_argument, "options must be an object");
+  return o;
+}
+
+// Per block, per head, n×n Float32Arrays.
+val heads_to_js(const std::vector<std::vector<Mat>>& blocks) {
+  val out = val::array();
+  for (const std::vector<Mat>& b : blocks) {
+    val heads = val::array();
+    for (const Mat& a : b) heads.call<void>("push", mat_out(a));
+    out.call<void>("push", heads);
+  }
+  return out;
+}
+
+// attattr matrices from JS (per block an array of H Float32Arrays, n·n each), checked against
+// the model's shape: what an explanation of "attattr" returned.
+std::vector<AttAttrBlock> attattr_from_js(const val& blocks, const Config& c) {
+  const int n = 1 + c.grid_h() * c.grid_w();
+  const std::string shape = std::to_string(c.depth) + " blocks of " + std::to_string(c.heads) + " heads of " +
+                            std::to_string(n) + "×" + std::to_string(n) + " values";
+  if (!blocks.isArray() || blocks["length"].as<int>() != c.depth)
+    throw Error(ErrorCode::bad_shape, "attattr must be " + shape + " (an explanation's attattr)");
+  std::vector<AttAttrBlock> out(size_t(c.depth));
+  for (int l = 0; l < c.depth; ++l) {
+    const val heads = blocks[l];
+    if (!heads.isArray() || heads["length"].as<int>() != c.heads)
+      throw Error(ErrorCode::bad_shape, "attattr must be " + shape + " (an explanation's attattr)");
+    for (int h = 0; h < c.heads; ++h) {
+      std::vector<float> v = copy_in<float>(heads[h], int64_t(n) * n, "attattr");
+      if (int64_t(v.size()) != int64_t(n) * n) throw Error(ErrorCode::bad_shape, "attattr must be " + shape);
+      out[size_t(l)].attr.push_back(Mat(Eigen::Map<const Mat>(v.data(), n, n)));
+    }
+  }
+  return out;
+}
+
+val grid_to_js(const MatD& g) {
+  val rows = val::array();
+  for (Eigen::Index l = 0; l < g.rows(); ++l) {
+    val row = val::array();
+    for (Eigen::Index h = 0; h < g.cols(); ++h) row.call<void>("push", g(l, h));
+    rows.call<void>("push", row);
+  }
+  return rows;
+}
+
+template <typename T>
+val numbers_to_js(const T& values) {
+  val out = val::array();
+  for (const auto& v : values) out.call<void>("push", double(v));
+  return out;
+}
+
+// One input of a model, prepared by Model.prepare*: its forward pass and what explain derived
+// from it (ExplainState). The caller owns it (.delete()). Inputs share the immutable model and
+// nothing else, so several can be alive at once and no result depends on the order of calls.
+class WasmInput {
+ public:
+  WasmInput(std::shared_ptr<const Model> m, Image x) : model_(std::move(m)), x_(std::move(x)) {
+    state_.set_input(*model_, x_);
+  }
+
+  // The k best classes, best first.
+  val predict(int k) const {
+    return guarded([&] {
+      if (k < 1) throw Error(ErrorCode::bad_argument, "k must be at least 1");
+      return predictions_to_js(model_->config, top_k(model_->config, state_.trace.logits, k));
+    });
+  }
+
+  val logits() const { return float32_out(state_.trace.logits.data(), size_t(state_.trace.logits.size())); }
+
+  // The normalised C×H×W tensor the model sees.
+  val tensor() const { return float32_out(x_.data.data(), x_.data.size()); }
+
+  // An attribution map of this input. Its forward pass is reused, and so are the backward and
+  // relevance passes while the target class stays the same.
+  val explain_js(val method_name, val options) {
+    return guarded([&] {
+      const std::string method = string_arg(method_name, "method");
+      Image baseline;
+      const Explanation ex = explain(*model_, state_, method, options_from_js(options, model_->config, baseline));
+      return explanation_to_js(ex, find_method(method)->reports_relevance ? &ex.conservation : nullptr);
+    });
+  }
+
+  // Per block, per head, the attention A (n·n Float32Arrays, row i = query i): the teaching view
+  // of each head's attention for a chosen query patch.
+  val attention() const {
+    return guarded([&] {
+      std::vector<std::vector<Mat>> blocks;
+      for (const BlockTrace& b : state_.trace.blocks) blocks.push_back(b.attn);
+      return heads_to_js(blocks);
+    });
+  }
+
+  // Per block, per head, ∂y_t/∂A for class `target` (−1: the predicted class), same layout.
+  val attention_grads(int target) const {
+    return guarded([&] {
+      const Config& c = model_->config;
+      target = resolve_target(target);
+      Vec dlogits = Vec::Zero(c.classes);
+      dlogits[target] = 1.0f;
+      Grads g;
+      vit_backward(g, nullptr, *model_, state_.trace, dlogits);
+      std::vector<std::vector<Mat>> blocks;
+      for (const BlockGrads& b : g.blocks) blocks.push_back(b.attn);
+      return heads_to_js(blocks);
+    });
+  }
+
+  // The perturbation test of `map` (H×W at the model's input size) in one direction, by core's
+  // perturbation_curve, as `vitlens eval` runs it: options {positive = true, target = −1 (the
+  // arg-max class), inputs = false (also return each step's perturbed C×H×W input)}.
+  val perturbation(val map_js, val options_js) const {
+    return guarded([&] {
+      const Config& c = model_->config;
+      const val options = options_object(options_js);
+      const bool positive = bool_option(options, "positive", true);
+      const int target = resolve_target(int_option(options, "target", -1), true);
+      const bool want_inputs = bool_option(options, "inputs", false);
+      std::vector<float> map = copy_in<float>(map_js, int64_t(c.image_h) * c.image_w, "the map");
+      bool nonfinite = false;
+      for (float& v : map)
+        if (!std::isfinite(v)) {
+          v = 0.0f;  // as the benchmark does (eval.h)
+          nonfinite = true;
+        }
+      val inputs = val::array();
+      PerturbationStepFn on_step;
+      if (want_inputs) on_step = [&](int, const Image& x) { inputs.call<void>("push", float32_out(x.data.data(), x.data.size())); };
+      PerturbationCurve curve;
+      PerturbationWork work;
+      perturbation_curve(curve, work, *model_, x_, state_.trace.logits, map.data(), int(map.size()), positive, on_step);
+      std::array<double, perturbation_steps> fraction{}, prob{}, logit{}, correct{};
+      std::array<int, perturbation_steps> top{};
+      for (size_t s = 0; s < size_t(perturbation_steps); ++s) {
+        const Vec& z = curve.logits[s];
+        fraction[s] = double(s) / 10.0;
+        top[s] = arg_max_class(z);
+        prob[s] = output_probs(c, z)[target];
+        logit[s] = z[target];
+        correct[s] = top[s] == target ? 1.0 : 0.0;
+      }
+      val o = val::object();
+      o.set("positive", positive);
+      o.set("target", target);
+      o.set("fraction", numbers_to_js(fraction));
+      o.set("removed", numbers_to_js(curve.removed));
+      o.set("top", numbers_to_js(top));
+      o.set("prob", numbers_to_js(prob));
+      o.set("logit", numbers_to_js(logit));
+      o.set("correct", numbers_to_js(correct));
+      o.set("aucProb", perturbation_auc(prob));
+      o.set("aucAccuracy", perturbation_auc(correct));
+      o.set("nonfinite", nonfinite);
+      if (want_inputs) o.set("inputs", inputs);
+      return o;
+    });
+  }
+
+  // The attribution tree (Hao et al. 2021) by core's attattr_tree: options {threshold = 0.4,
+  // target = −1, steps = 20, threads, attattr (an explanation's attattr for this input and
+  // target: reused instead of computed again)}. Returns attr_tree_json's object plus target.
+  val attr_tree(val options) const {
+    return guarded([&] {
+      const double threshold = number_option(options_object(options), "threshold", 0.4);
+      if (!(threshold >= 0.0 && threshold < 1.0))
+        throw Error(ErrorCode::bad_argument, "option threshold must be in [0, 1): entries are normalised to at most 1");
+      int target = 0;
+      const std::vector<AttAttrBlock> attr = attattr_of(options, target);
+      val o = val::global("JSON").call<val>("parse", attr_tree_json(attattr_tree(attr, threshold), model_->config));
+      o.set("target", target);
+      return o;
+    });
+  }
+
+  // Per-head scores of this input (core's head_scores_add over one image): {attattr, attention,
+  // taylor} as L×H arrays of numbers, and target. Options as attrTree's (without threshold).
+  val head_scores(val options) const {
+    return guarded([&] {
+      int target = 0;
+      const std::vector<AttAttrBlock> attr = attattr_of(options, target);
+      HeadScores s = head_scores_zero(model_->config);
+      head_scores_add(s, *model_, state_.trace, target, attr);
+      val o = val::object();
+      o.set("attattr", grid_to_js(s.attattr));
+      o.set("attention", grid_to_js(s.attention));
+      o.set("taylor", grid_to_js(s.taylor));
+      o.set("target", target);
+      return o;
+    });
+  }
+
+ private:
+  // −1 → the predicted class (top_k's first, as explain; arg_max_class for the perturbation test,
+  // as the benchmark); else checked against the model's classes.
+  int resolve_target(int target, bool arg_max = false) const {
+    const Config& c = model_->config;
+    if (target < -1 || target >= c.classes)
+      throw Error(ErrorCode::bad_argument, "target class " + std::to_string(target) + " is out of range: the model has " +
+                                               std::to_string(c.classes) + " classes");
+    if (target >= 0) return target;
+    return arg_max ? arg_max_class(state_.trace.logits) : top_k(c, state_.trace.logits, 1)[0].cls;
+  }
+
+  // The attattr blocks the options give, or computed for their target and steps.
+  std::vector<AttAttrBlock> attattr_of(const val& options, int& target) const {
+    const val o = options_object(options);
+    target = resolve_target(int_option(o, "target", -1));
+    const val given = o["attattr"];
+    if (!given.isUndefined() && !given.isNull()) return attattr_from_js(given, model_->config);
+    const int steps = int_option(o, "steps", 20);
+    if (steps < 1 || steps > 10000) throw Error(ErrorCode::bad_argument, "option steps must be 1…10000");
+    const int threads = int_option(o, "threads", thread_limit());
+    if (threads < 1) throw Error(ErrorCode::bad_argument, "option threads must be at least 1");
+    return attattr_blocks(*model_, state_.trace, target, steps, threads);
+  }
+
+  std::shared_ptr<const Model> model_;  // shared with the Model handle and the other inputs
+  Image x_;                             // (C, H, W) normalised
+  ExplainState state_;                  // this input's forward pass and what explain derived from it
+};
+
+// A loaded model: immutable, shared by the inputs prepared from it (deleting the handle frees the
+// weights once no input needs them).
 class WasmModel {
  public:
-  explicit WasmModel(Model m) : model_(std::move(m)) {}
+  explicit WasmModel(Model m) : model_(std::make_shared<const Model>(std::move(m))) {}
 
   static WasmModel* from_bytes(val bytes) {
     return guarded([&] {
@@ -330,7 +562,8 @@ class WasmModel {
   }
 
   val info() const {
-    const Config& c = model_.config;
+    const Model& m = *model_;
+    const Config& c = m.config;
     val o = val::object();
     o.set("imageH", c.image_h);
     o.set("imageW", c.image_w);
@@ -344,8 +577,8 @@ class WasmModel {
     o.set("lnEps", c.ln_eps);
     o.set("multiLabel", c.output == OutputKind::sigmoid);
     o.set("params", double(param_count(c)));
-    o.set("storedInt8", model_.stored_int8);
-    o.set("provenance", model_.provenance);
+    o.set("storedInt8", m.stored_int8);
+    o.set("provenance", m.provenance);
     val names = val::array();
     for (const std::string& n : c.class_names) names.call<void>("push", n);
     o.set("classNames", names);
@@ -365,13 +598,15 @@ class WasmModel {
     });
   }
 
-  val predict_rgba(val rgba, int w, int h, int k) {
-    return guarded([&] { return predict(image_from_rgba(rgba, w, h), k); });
+  // An input from RGBA pixels of any size (resized and normalised as preprocessRGBA).
+  WasmInput* prepare_rgba(val rgba, int w, int h) const {
+    return guarded([&] { return new WasmInput(model_, image_from_rgba(rgba, w, h)); });
   }
 
-  val predict_tensor(val data, int k) {
+  // An input from a normalised C×H×W tensor, used exactly.
+  WasmInput* prepare(val data) const {
     return guarded([&] {
-      const Config& c = model_.config;
+      const Config& c = model_->config;
       const std::vector<float> v = copy_in<float>(data, limits::max_npy_elements, "tensor");
       if (v.size() != size_t(c.channels) * c.image_h * c.image_w)
         throw Error(ErrorCode::bad_shape, "the tensor has " + std::to_string(v.size()) + " values; the model needs " +
@@ -379,58 +614,7 @@ class WasmModel {
                                               std::to_string(c.image_w));
       Image x(c.channels, c.image_h, c.image_w);
       x.data = v;
-      return predict(x, k);
-    });
-  }
-
-  val logits() const { return float32_out(state_.trace.logits.data(), size_t(state_.trace.logits.size())); }
-
-  // An attribution map of the last predicted input. The forward pass is reused, and so are the
-  // backward and relevance passes while the target class stays the same.
-  val explain_js(val method_name, val options) {
-    return guarded([&] {
-      const std::string method = string_arg(method_name, "method");
-      Image baseline;
-      const Explanation ex = explain(model_, state_, method, options_from_js(options, model_.config, baseline));
-      return explanation_to_js(ex, find_method(method)->reports_relevance ? &ex.conservation : nullptr);
-    });
-  }
-
-  // Per block, per head, the attention A (n·n Float32Arrays, row i = query i) of the last
-  // predicted input: the teaching view of each head's attention for a chosen query patch.
-  val attention() const {
-    return guarded([&] {
-      if (state_.trace.blocks.empty()) throw Error(ErrorCode::bad_argument, "no input: predict an image first");
-      val blocks = val::array();
-      for (const BlockTrace& b : state_.trace.blocks) {
-        val heads = val::array();
-        for (const Mat& a : b.attn) heads.call<void>("push", mat_out(a));
-        blocks.call<void>("push", heads);
-      }
-      return blocks;
-    });
-  }
-
-  // Per block, per head, ∂y_t/∂A for class `target` (−1: the predicted class), same layout.
-  val attention_grads(int target) const {
-    return guarded([&] {
-      const Config& c = model_.config;
-      if (state_.trace.blocks.empty()) throw Error(ErrorCode::bad_argument, "no input: predict an image first");
-      if (target < -1 || target >= c.classes)
-        throw Error(ErrorCode::bad_argument, "target class " + std::to_string(target) + " is out of range: the model has " +
-                                                 std::to_string(c.classes) + " classes");
-      if (target < 0) target = top_k(c, state_.trace.logits, 1)[0].cls;
-      Vec dlogits = Vec::Zero(c.classes);
-      dlogits[target] = 1.0f;
-      Grads g;
-      vit_backward(g, nullptr, model_, state_.trace, dlogits);
-      val blocks = val::array();
-      for (const BlockGrads& b : g.blocks) {
-        val heads = val::array();
-        for (const Mat& a : b.attn) heads.call<void>("push", mat_out(a));
-        blocks.call<void>("push", heads);
-      }
-      return blocks;
+      return new WasmInput(model_, std::move(x));
     });
   }
 
@@ -438,7 +622,7 @@ class WasmModel {
     return guarded([&] {
       const std::string storage = string_arg(storage_name, "storage");
       if (storage != "f32" && storage != "int8") throw Error(ErrorCode::bad_argument, "storage must be f32 or int8");
-      const std::vector<uint8_t> b = save_model(model_, storage == "int8" ? Storage::int8 : Storage::f32);
+      const std::vector<uint8_t> b = save_model(*model_, storage == "int8" ? Storage::int8 : Storage::f32);
       return val::global("Uint8Array").new_(emscripten::typed_memory_view(b.size(), b.data()));
     });
   }
@@ -455,17 +639,10 @@ class WasmModel {
     if (px.data.size() != size_t(w) * size_t(h) * 4)
       throw Error(ErrorCode::bad_image, "RGBA data has " + std::to_string(px.data.size()) + " bytes for a " +
                                             std::to_string(w) + "×" + std::to_string(h) + " image");
-    return preprocess(px, model_.config);
+    return preprocess(px, model_->config);
   }
 
-  val predict(const Image& x, int k) {
-    if (k < 1) throw Error(ErrorCode::bad_argument, "k must be at least 1");
-    state_.set_input(model_, x);
-    return predictions_to_js(model_.config, top_k(model_.config, state_.trace.logits, k));
-  }
-
-  Model model_;
-  ExplainState state_;  // the last predicted input's forward pass and what explain derived from it
+  std::shared_ptr<const Model> model_;
 };
 
 // A bound of an option as JS: the number, or null when it depends on the model (then its `…Of`
@@ -584,13 +761,19 @@ EMSCRIPTEN_BINDINGS(vitlens) {
       .class_function("fromSafetensors", &WasmModel::from_safetensors, emscripten::allow_raw_pointers())
       .function("info", &WasmModel::info)
       .function("preprocessRGBA", &WasmModel::preprocess_rgba)
-      .function("predictRGBA", &WasmModel::predict_rgba)
-      .function("predictTensor", &WasmModel::predict_tensor)
-      .function("logits", &WasmModel::logits)
-      .function("explain", &WasmModel::explain_js)
-      .function("attention", &WasmModel::attention)
-      .function("attentionGrads", &WasmModel::attention_grads)
+      .function("prepare", &WasmModel::prepare, emscripten::allow_raw_pointers())
+      .function("prepareRGBA", &WasmModel::prepare_rgba, emscripten::allow_raw_pointers())
       .function("save", &WasmModel::save);
+  emscripten::class_<WasmInput>("Input")
+      .function("predict", &WasmInput::predict)
+      .function("logits", &WasmInput::logits)
+      .function("tensor", &WasmInput::tensor)
+      .function("explain", &WasmInput::explain_js)
+      .function("attention", &WasmInput::attention)
+      .function("attentionGrads", &WasmInput::attention_grads)
+      .function("perturbation", &WasmInput::perturbation)
+      .function("attrTree", &WasmInput::attr_tree)
+      .function("headScores", &WasmInput::head_scores);
   emscripten::function("decodeImage", &decode_image_js);
   emscripten::function("methods", &methods_js);
   emscripten::function("memoryStats", &memory_stats_js);

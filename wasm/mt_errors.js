@@ -2,7 +2,7 @@
 // In the pthreads build a failing binding parks its message (wasm/bindings.cpp, guarded) and
 // returns normally, so that every C++ destructor runs; this wraps each binding that can fail so
 // that the caller still gets `Error("code: message")`, as from vitlens.js. A partial result (a
-// Model handle) is deleted before throwing.
+// Model or Input handle) is deleted before throwing.
 addOnPostRun(() => {
   const take = Module['takeError'];
   const wrap = (owner, name) => {
@@ -17,9 +17,10 @@ addOnPostRun(() => {
       return result;
     };
   };
+  for (const cls of [Module['Model'], Module['Input']])
+    for (const name of Object.getOwnPropertyNames(cls.prototype))
+      if (name !== 'constructor' && name !== 'delete' && typeof cls.prototype[name] === 'function') wrap(cls.prototype, name);
   const Model = Module['Model'];
-  for (const name of Object.getOwnPropertyNames(Model.prototype))
-    if (name !== 'constructor' && typeof Model.prototype[name] === 'function') wrap(Model.prototype, name);
   for (const name of ['fromBytes', 'fromSafetensors']) wrap(Model, name);
   wrap(Module, 'decodeImage');
 });

@@ -1,8 +1,8 @@
 // vitlens.d.ts — hand-written types for the Embind API in wasm/bindings.cpp.
 //
 // Errors: every call may throw a JS Error whose message starts with an error code
-// ("bad_format: ...", "truncated: ...", "bad_argument: ..."). Model objects hold wasm memory:
-// call .delete() when done.
+// ("bad_format: ...", "truncated: ...", "bad_argument: ..."). Model and Input objects hold wasm
+// memory: call .delete() when done.
 
 export interface Prediction {
   class: number;
@@ -207,26 +207,89 @@ export interface Explanation {
 
 export type NormStageName = "atb" | "atb-res" | "atb-res-ln" | "atb-res-ln-ff" | "layer";
 
-export interface Model {
-  info(): ModelInfo;
-  /** The model input (C×H×W, normalised) for RGBA pixels of any size. */
-  preprocessRGBA(rgba: Uint8Array | Uint8ClampedArray, width: number, height: number): Float32Array;
-  predictRGBA(rgba: Uint8Array | Uint8ClampedArray, width: number, height: number, k: number): Prediction[];
-  /** A normalised C×H×W tensor, used exactly. */
-  predictTensor(x: Float32Array, k: number): Prediction[];
-  /** The logits of the last prediction. */
+/** One direction of the perturbation test of a map on an input (core's perturbation_curve, as
+ * `vitlens eval` runs it): step s = 0 … 9 removes the first removed[s] = floor(n·s/10) pixels in
+ * core's perturbation order (ties: lower pixel index first, both directions), set to 0 in [0, 1]. */
+export interface PerturbationCurve {
+  positive: boolean; // most relevant first (else least relevant first)
+  target: number; // the class whose prob / logit are reported
+  fraction: number[]; // 0, 0.1, …, 0.9
+  removed: number[]; // pixels removed
+  top: number[]; // arg-max class (ties: lower index)
+  prob: number[]; // the target's probability
+  logit: number[];
+  correct: number[]; // 1 when top === target, else 0
+  aucProb: number; // core's perturbation_auc of prob (trapezoid, × 100)
+  aucAccuracy: number; // the same of correct (what `vitlens eval` averages over scenes)
+  nonfinite: boolean; // the map held NaN or ±Inf, set to 0 (as the benchmark does)
+  inputs?: Float32Array[]; // options.inputs: each step's perturbed C×H×W input
+}
+
+/** The attribution tree of attattr (Hao et al. 2021), core's attr_tree_json. */
+export interface AttrTree {
+  root: number; // token (≥ 1; patch root − 1)
+  threshold: number;
+  grid: [number, number]; // patch rows, cols
+  nodes: Array<{ token: number; row: number; col: number }>; // in the order they joined, root first
+  edges: Array<{ from: number; to: number; block: number; score: number }>; // from = parent (query), to = child
+  target: number;
+}
+
+/** Per-head scores of one input (core's head_scores_add), each depth×heads. */
+export interface HeadScores {
+  attattr: number[][]; // max_{i,j} Attr_{l,h}
+  attention: number[][]; // mean_i max_j A_{l,h}
+  taylor: number[][]; // |Σ A ⊙ ∂F/∂A|
+  target: number;
+}
+
+/** attrTree / headScores: attattr computed for target and steps, or the given explanation's. */
+export interface AttattrQuery {
+  target?: number; // default −1 = the predicted class
+  steps?: number; // attattr's m; default 20
+  threads?: number;
+  /** An "attattr" explanation's attattr for this input and target: used instead of computing it. */
+  attattr?: Float32Array[][];
+}
+
+/**
+ * One input of a model (Model.prepare / prepareRGBA): its forward pass and what explain derived
+ * from it. Inputs are independent: any number can be alive, calls on them may come in any order.
+ * Holds wasm memory: call .delete() when done (the model's weights live until its inputs are deleted).
+ */
+export interface Input {
+  /** The k best classes, best first. */
+  predict(k: number): Prediction[];
   logits(): Float32Array;
+  /** The normalised C×H×W tensor the model sees. */
+  tensor(): Float32Array;
   /**
-   * An attribution map of the last predicted input (predictRGBA / predictTensor). Its forward pass
-   * is reused, and the backward and relevance passes too while the target stays the same.
+   * An attribution map of this input. Its forward pass is reused, and the backward and relevance
+   * passes too while the target stays the same.
    * Both arguments are required (Embind checks the count): pass {} for the defaults.
    * Throws "bad_argument: ..." for an unknown method or an option out of range.
    */
   explain(method: MethodName, options: ExplainOptions): Explanation;
-  /** Per block, per head: A (n×n row-major, row i = query i) of the last predicted input. */
+  /** Per block, per head: A (n×n row-major, row i = query i). */
   attention(): Float32Array[][];
   /** Per block, per head: ∂y_t/∂A for class `target` (−1 = the predicted class). */
   attentionGrads(target: number): Float32Array[][];
+  /** The perturbation test of `map` (H×W at the model's input size). Throws "bad_shape: ..." for another size. */
+  perturbation(map: Float32Array, options: { positive?: boolean; target?: number; inputs?: boolean }): PerturbationCurve;
+  attrTree(options: AttattrQuery & { threshold?: number }): AttrTree;
+  headScores(options: AttattrQuery): HeadScores;
+  delete(): void;
+}
+
+/** A loaded model: immutable. Holds wasm memory: call .delete() when done. */
+export interface Model {
+  info(): ModelInfo;
+  /** The model input (C×H×W, normalised) for RGBA pixels of any size. */
+  preprocessRGBA(rgba: Uint8Array | Uint8ClampedArray, width: number, height: number): Float32Array;
+  /** An input from RGBA pixels of any size (resized and normalised as preprocessRGBA). */
+  prepareRGBA(rgba: Uint8Array | Uint8ClampedArray, width: number, height: number): Input;
+  /** An input from a normalised C×H×W tensor, used exactly. */
+  prepare(x: Float32Array): Input;
   /** The model as a .vitl file. */
   save(storage: "f32" | "int8"): Uint8Array;
   delete(): void;

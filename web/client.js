@@ -3,6 +3,10 @@
 //
 // Every reply { type: 'error', err: { code, message } } rejects its promise with a VitlensError
 // carrying the code: this is the one place where worker (and engine) errors become JS Errors.
+//
+// Images are handles the page owns: `prepare` answers { image: id, … }; explain, teach, attattr
+// and perturb name the image they are about, so answers never depend on the order of requests;
+// `release` frees an image the page no longer shows.
 
 export class VitlensError extends Error {
   constructor(code, message) {

@@ -1,67 +1,13 @@
-// teach.js — small computations and drawings for the teaching and faithfulness views: the
-// Self-Attention Attribution head importance and attribution tree (Hao et al., AAAI 2021, as
-// ../METHODS.md "attattr" defines them), line charts as inline SVG, and the perturbation AUC.
-// Pure JS over the engine's arrays; it never calls the engine.
+// teach.js — drawings for the teaching and faithfulness views: the attribution tree of
+// Self-Attention Attribution (Hao et al., AAAI 2021) over the image, and line charts as inline
+// SVG. It computes nothing the engine computes: the tree, the head scores and the perturbation
+// curve with its AUC come from the engine (worker.js: attattr, perturb).
 
 const SVG = 'http://www.w3.org/2000/svg';
 
-// Head importance of one image: I[l][h] = max_{i,j} Attr_{l,h}[i, j] (signed max).
-export function headImportance(attattr) {
-  return attattr.map((heads) => heads.map((a) => {
-    let m = -Infinity;
-    for (const v of a) if (v > m) m = v;
-    return m;
-  }));
-}
-
-// The attribution tree over the patches (METHODS.md "attribution tree"):
-//   M_l = Σ_h Attr_{l,h}, divided by its maximum over the rows i ≥ 1 (the CLS query row excluded),
-//   entries ≤ τ dropped;
-//   root = the patch j ≥ 1 with the largest summed attribution Σ_i Σ_h Attr_L,h[i, j] in the last
-//   block (as a key: in a ViT only the CLS row of the last block reaches the output, so its other
-//   rows are all 0 and the row sums cannot choose a root);
-//   for l = L−1 … 1, an edge i → j (i in the tree, j ≥ 1 not yet, M_l[i, j] > τ, j ≠ i), each
-//   token taking the parent with the largest M_l[i, j] among those in the tree when the block starts.
-// Returns { root, edges: [{ parent, child, block, weight }] } with tokens numbered 0…n−1 (0 = CLS).
-export function attributionTree(attattr, n, tau = 0.4) {
-  const L = attattr.length;
-  const merged = attattr.map((heads) => {
-    const m = new Float32Array(n * n);
-    for (const a of heads) for (let k = 0; k < n * n; k++) m[k] += a[k];
-    let max = -Infinity;
-    for (let k = n; k < n * n; k++) if (m[k] > max) max = m[k];
-    const scale = max > 0 ? 1 / max : 0;
-    for (let k = 0; k < n * n; k++) m[k] *= scale;
-    return m;
-  });
-  const received = new Float64Array(n);
-  for (const a of attattr[L - 1]) for (let i = 0; i < n; i++) for (let j = 1; j < n; j++) received[j] += a[i * n + j];
-  let root = 1;
-  for (let j = 2; j < n; j++) if (received[j] > received[root]) root = j;
-  const inTree = new Set([root]);
-  const edges = [];
-  for (let l = L - 2; l >= 0; l--) {
-    const m = merged[l];
-    const parents = [...inTree];
-    const chosen = new Map(); // child → { parent, weight }
-    for (const i of parents) {
-      for (let j = 1; j < n; j++) {
-        const w = m[i * n + j];
-        if (j === i || inTree.has(j) || !(w > tau)) continue;
-        const prev = chosen.get(j);
-        if (!prev || w > prev.weight) chosen.set(j, { parent: i, weight: w });
-      }
-    }
-    for (const [child, { parent, weight }] of chosen) {
-      edges.push({ parent, child, block: l, weight });
-      inTree.add(child);
-    }
-  }
-  return { root, edges };
-}
-
-// Draws the image and the tree as arrows from each child patch's centre to its parent's
-// (the direction information flows), coloured by block (light = low block).
+// Draws the image and the engine's tree ({ root, edges: [{ from, to, block, score }] }, tokens
+// 0…n−1, 0 = CLS; `from` is the parent, already in the tree) as arrows from each child patch's
+// centre to its parent's (the direction information flows), coloured by block (light = low block).
 export function drawTree(canvas, image, tree, gridW, gridH, depth) {
   const ctx = canvas.getContext('2d');
   ctx.clearRect(0, 0, canvas.width, canvas.height);
@@ -74,11 +20,11 @@ export function drawTree(canvas, image, tree, gridW, gridH, depth) {
   const centre = (t) => [((t - 1) % gridW + 0.5) * cw, (Math.floor((t - 1) / gridW) + 0.5) * ch];
   const unit = Math.max(1, canvas.width / 300);
   for (const e of tree.edges) {
-    const [x0, y0] = centre(e.child);
-    const [x1, y1] = centre(e.parent);
+    const [x0, y0] = centre(e.to);
+    const [x1, y1] = centre(e.from);
     const shade = Math.round(120 + (135 * (e.block + 1)) / Math.max(1, depth - 1));
     ctx.strokeStyle = ctx.fillStyle = `rgb(255, ${Math.min(255, shade)}, 60)`;
-    ctx.lineWidth = unit * (1 + 2 * Math.min(1, e.weight));
+    ctx.lineWidth = unit * (1 + 2 * Math.min(1, e.score));
     arrow(ctx, x0, y0, x1, y1, 7 * unit);
   }
   const [rx, ry] = centre(tree.root);
@@ -105,13 +51,6 @@ function arrow(ctx, x0, y0, x1, y1, head) {
   ctx.lineTo(ex - head * Math.cos(a + 0.45), ey - head * Math.sin(a + 0.45));
   ctx.closePath();
   ctx.fill();
-}
-
-// AUC of a perturbation curve as METHODS.md defines it: trapezoid over p = 0, 0.1, …, 0.9, × 100.
-export function perturbationAuc(fraction, score) {
-  let s = 0;
-  for (let k = 1; k < score.length; k++) s += ((score[k] + score[k - 1]) / 2) * (fraction[k] - fraction[k - 1]);
-  return 100 * s;
 }
 
 function el(name, attrs = {}, text) {

@@ -2,8 +2,8 @@
 //
 // Protocol (a small typed union; see client.js for the main-thread side):
 //   request  main → worker   { type, id, in }           type: init | loadModel | importModel |
-//                                                             setImage | explain | stats | cancel |
-//                                                             teach | perturb
+//                                                             prepare | release | explain | teach |
+//                                                             attattr | perturb | stats | cancel
 //   reply    worker → main   { type: 'result', id, out }
 //                            { type: 'error',  id, err: { code, message } }
 //                            { type: 'progress', id, out: { fraction } }   (long methods, 0…1)
@@ -18,14 +18,17 @@
 // Large arrays travel as transferred buffers. Engine errors ("code: message" JS Errors thrown
 // by the bindings) become { code, message } in one place, toErr().
 //
-// The model keeps the trace of the last setImage; explain requests refer to it, so the client
-// orders setImage before the explains of that image (requests are processed in order).
+// Images are handles: `prepare` makes an engine Input (the image's forward pass and what the
+// methods derive from it) and answers its id; every per-image request names it (`in.image`), so
+// several images can be alive (the page's image, its edited copy, another one) and no answer
+// depends on the order of requests. `release` deletes one; loading a model deletes them all.
 
 let vitlens = null; // the wasm module
 let model = null; // the loaded Model (wasm memory; .delete() when replaced)
 let info = null;
 let registry = []; // methods(), to know which are long-running
-let lastInput = null; // the normalised C×H×W input of the last setImage (perturb restores it)
+const inputs = new Map(); // image id → the engine's Input (wasm memory; .delete() when released)
+let nextImage = 1;
 const queue = [];
 let running = null; // { id, cancelled }
 let draining = false;
@@ -66,7 +69,21 @@ async function sourceBytes(src, what) {
   throw fail('bad_argument', `no ${what} given`);
 }
 
+// The Input of a request's `image` id.
+function inputOf(image) {
+  needModel();
+  const x = inputs.get(image);
+  if (!x) throw fail('bad_argument', `no image ${image}: prepare it first (it was released or its model replaced)`);
+  return x;
+}
+
+function releaseAll() {
+  for (const x of inputs.values()) x.delete();
+  inputs.clear();
+}
+
 function replaceModel(next) {
+  releaseAll();
   if (model) model.delete();
   model = next;
   info = model.info();
@@ -180,76 +197,74 @@ const handlers = {
     return { out: replaceModel(vitlens.Model.fromSafetensors(bytes, json)) };
   },
 
-  async setImage({ source }) {
+  // Decodes an image and makes its engine Input: { image: id, predictions (by class), width,
+  // height (the file's), view (RGBA at the model's size: what the network sees), ms }.
+  async prepare({ source }) {
     needModel();
     const blob = source.blob ?? new Blob([await sourceBytes(source, 'the image')]);
     const { rgba, width, height } = await decodeRGBA(blob);
     const t0 = performance.now();
-    const predictions = model.predictRGBA(rgba, width, height, info.classes);
+    const x = model.prepareRGBA(rgba, width, height);
+    const predictions = x.predict(info.classes);
     const ms = performance.now() - t0;
-    lastInput = model.preprocessRGBA(rgba, width, height);
-    const view = modelView(lastInput);
+    const image = nextImage++;
+    inputs.set(image, x);
+    const view = modelView(x.tensor());
     predictions.sort((a, b) => a.class - b.class);
-    return { out: { predictions, width, height, view, ms }, transfer: [view.buffer] };
+    return { out: { image, predictions, width, height, view, ms }, transfer: [view.buffer] };
   },
 
-  async explain({ method, options, cancelFlag }) {
-    needModel();
+  // Deletes an image's Input (unknown ids are ignored: releasing twice is harmless).
+  async release({ image }) {
+    inputs.get(image)?.delete();
+    inputs.delete(image);
+    return { out: {} };
+  },
+
+  async explain({ image, method, options, cancelFlag }) {
+    const x = inputOf(image);
     const t0 = performance.now();
     const long = registry.find((m) => m.name === method)?.longRunning;
     const plain = options && typeof options === 'object' && !Array.isArray(options);
     if (long && plain) options = { ...options, onProgress: progressOption(running?.id, cancelFlag) };
-    const ex = model.explain(method, options ?? {});
+    const ex = x.explain(method, options ?? {});
     ex.ms = performance.now() - t0;
     return { out: ex, transfer: buffersOf(ex) };
   },
 
-  // The teaching views: per block, per head, A and (when `grads`) ∂y_t/∂A of the last image.
-  async teach({ target = -1, grads = false }) {
-    needModel();
-    const attn = model.attention();
-    const g = grads ? model.attentionGrads(target) : null;
+  // The teaching views: per block, per head, A and (when `grads`) ∂y_t/∂A of the image.
+  async teach({ image, target = -1, grads = false }) {
+    const x = inputOf(image);
+    const attn = x.attention();
+    const g = grads ? x.attentionGrads(target) : null;
     const transfer = [];
     for (const blocks of [attn, g ?? []]) for (const heads of blocks) for (const a of heads) transfer.push(a.buffer);
     return { out: { attn, grads: g }, transfer };
   },
 
-  // The perturbation test of METHODS.md on the last image: pixels ranked by `map` (H×W at the
-  // model's size) are set to 0 in [0, 1] space (black), the top k/10 for k = 0…9, most relevant
-  // first ("positive") and least relevant first ("negative"); each copy is classified again.
-  // Returns the target's probability and logit per step and the perturbed images (RGBA).
-  // The last image's trace is restored afterwards, so explain keeps referring to it.
-  async perturb({ map, target = -1 }) {
-    needModel();
-    if (!lastInput) throw fail('not_ready', 'no image is set');
-    const { imageH: h, imageW: w, channels: c, mean, std } = info;
-    if (!map || map.length !== h * w) throw fail('bad_shape', `the map must have ${h}×${w} values at the model's input size`);
-    const n = h * w;
-    const byRelevance = Array.from({ length: n }, (_, i) => i).sort((a, b) => map[b] - map[a] || a - b);
+  // What the engine builds on an attattr explanation of the image (its `attattr`, sent back):
+  // the attribution tree { root, nodes, edges: [{ from, to, block, score }] } and the head scores
+  // { attattr, attention, taylor } (depth × heads).
+  async attattr({ image, attattr, target = -1, threshold = 0.4 }) {
+    const x = inputOf(image);
+    return { out: { tree: x.attrTree({ attattr, target, threshold }), heads: x.headScores({ attattr, target }) } };
+  },
+
+  // The perturbation test of the image by the engine (what `vitlens eval` runs): pixels ranked by
+  // `map` (H×W at the model's size) are set to black, floor(n·k/10) of them for k = 0…9, most
+  // relevant first ("positive") and least relevant first ("negative"). Per order: the engine's
+  // curve (fraction, removed, top, prob, logit, correct, aucProb, aucAccuracy) and the perturbed
+  // images as RGBA (views).
+  async perturb({ image, map, target = -1 }) {
+    const x = inputOf(image);
     const t0 = performance.now();
     const out = { steps: [], ms: 0 };
     const transfer = [];
-    try {
-      for (const [order, ranked] of [['positive', byRelevance], ['negative', byRelevance.slice().reverse()]]) {
-        const curve = { order, fraction: [], prob: [], logit: [], views: [] };
-        for (let k = 0; k < 10; k++) {
-          const x = lastInput.slice();
-          const removed = Math.round((k * n) / 10);
-          for (let i = 0; i < removed; i++) for (let ch = 0; ch < c; ch++) x[ch * n + ranked[i]] = -mean[ch] / std[ch];
-          const preds = model.predictTensor(x, info.classes);
-          const t = target >= 0 ? target : preds[0].class;
-          const p = preds.find((q) => q.class === t);
-          curve.fraction.push(k / 10);
-          curve.prob.push(p.prob);
-          curve.logit.push(p.logit);
-          const view = modelView(x);
-          curve.views.push(view);
-          transfer.push(view.buffer);
-        }
-        out.steps.push(curve);
-      }
-    } finally {
-      model.predictTensor(lastInput, info.classes);
+    for (const order of ['positive', 'negative']) {
+      const { inputs: perturbed, ...curve } = x.perturbation(map, { positive: order === 'positive', target, inputs: true });
+      const views = perturbed.map(modelView);
+      for (const v of views) transfer.push(v.buffer);
+      out.steps.push({ order, ...curve, views });
     }
     out.ms = performance.now() - t0;
     return { out, transfer };

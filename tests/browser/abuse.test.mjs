@@ -108,11 +108,11 @@ describe('the page under abuse', { skip }, () => {
       try {
         await client.call('init', { wasmUrl: new URL('./wasm/vitlens.js', location.href).href });
         await client.call('loadModel', { source: { blob: blob(model) } });
-        await client.call('setImage', { source: { blob: blob(image) } });
+        const { image: id } = await client.call('prepare', { source: { blob: blob(image) } });
         const codeOf = (p) => p.then(() => 'ok', (e) => e.code);
         const results = [];
-        for (const c of cases) results.push({ id: c.id, got: await codeOf(client.call('explain', { method: c.method, options: c.options })), want: c.code });
-        results.push({ id: 'a valid request afterwards', got: await codeOf(client.call('explain', { method: 'rollout', options: {} })), want: 'ok' });
+        for (const c of cases) results.push({ id: c.id, got: await codeOf(client.call('explain', { image: id, method: c.method, options: c.options })), want: c.code });
+        results.push({ id: 'a valid request afterwards', got: await codeOf(client.call('explain', { image: id, method: 'rollout', options: {} })), want: 'ok' });
         return results;
       } finally {
         client.terminate();
@@ -134,12 +134,16 @@ describe('the page under abuse', { skip }, () => {
         const blobs = await Promise.all(list.map(async (img) => (await fetch(`./models/gallery/${img}`)).blob()));
         const stats = {};
         const t0 = performance.now();
-        // As the page does: a new image is set, then explained; here for each class in turn,
-        // and the image changes with every class cycle.
+        // As the page does: a new image is prepared (and the one it replaces released), then
+        // explained; here for each class in turn, and the image changes with every class cycle.
+        let image = null;
         for (let i = 1; i <= 1000; i++) {
           const target = (i - 1) % info.classes;
-          if (target === 0) await client.call('setImage', { source: { blob: blobs[Math.floor((i - 1) / info.classes) % blobs.length] } });
-          const ex = await client.call('explain', { method: 'raw-attention', options: { target } });
+          if (target === 0) {
+            if (image !== null) await client.call('release', { image });
+            ({ image } = await client.call('prepare', { source: { blob: blobs[Math.floor((i - 1) / info.classes) % blobs.length] } }));
+          }
+          const ex = await client.call('explain', { image, method: 'raw-attention', options: { target } });
           if (ex.target !== target || !(ex.pixelMap.length > 0)) throw new Error(`explanation ${i} is wrong`);
           if (i === 10 || i === 1000) stats[i] = await client.call('stats');
         }

@@ -68,24 +68,29 @@ try {
       out.warm[n] = [];
     }
     for (let w = 0; w < 3; w++) {
-      await client.call('setImage', { source: { blob } });
-      for (const n of names) await client.call('explain', { method: n });
+      const { image } = await client.call('prepare', { source: { blob } });
+      for (const n of names) await client.call('explain', { image, method: n });
+      await client.call('release', { image });
     }
     for (let k = 0; k < rounds; k++) {
       for (const n of names) {
-        out.forward.push((await client.call('setImage', { source: { blob } })).ms);
-        out.cold[n].push((await client.call('explain', { method: n })).ms);
-        out.warm[n].push((await client.call('explain', { method: n })).ms);
+        const prepared = await client.call('prepare', { source: { blob } });
+        out.forward.push(prepared.ms);
+        out.cold[n].push((await client.call('explain', { image: prepared.image, method: n })).ms);
+        out.warm[n].push((await client.call('explain', { image: prepared.image, method: n })).ms);
+        await client.call('release', { image: prepared.image });
       }
-      await client.call('setImage', { source: { blob } });
+      const grid = (await client.call('prepare', { source: { blob } })).image;
       const t = performance.now();
-      const all = await Promise.all(names.map((n) => client.call('explain', { method: n })));
+      const all = await Promise.all(names.map((n) => client.call('explain', { image: grid, method: n })));
       out.gridWall.push(performance.now() - t);
       out.gridWorker.push(all.reduce((s, e) => s + e.ms, 0));
       // The same for the single-pass methods only (not longRunning): the grid as it fills first.
-      await client.call('setImage', { source: { blob } });
+      const fastImage = (await client.call('prepare', { source: { blob } })).image;
       const t2 = performance.now();
-      const fast = await Promise.all(names.filter((n) => !longNames.has(n)).map((n) => client.call('explain', { method: n })));
+      const fast = await Promise.all(names.filter((n) => !longNames.has(n)).map((n) => client.call('explain', { image: fastImage, method: n })));
+      await client.call('release', { image: grid });
+      await client.call('release', { image: fastImage });
       out.fastWall.push(performance.now() - t2);
       out.fastWorker.push(fast.reduce((s, e) => s + e.ms, 0));
     }
@@ -97,7 +102,7 @@ try {
   console.log(`chromium ${env.browser.version()}, ${r.isolated ? 'cross-origin isolated' : 'not isolated'}, ${r.engine} with ${r.threads} thread(s), ${rounds} rounds, medians\n`);
   console.log(`time from opening the page to the first explanation: median ${median(first).toFixed(0)} ms (runs: ${first.join(', ')} ms)`);
   console.log(`  stages, ms since navigation: ${timelines.join('  ')}`);
-  console.log(`forward pass (predictRGBA, 64×64 input): ${median(r.forward).toFixed(2)} ms\n`);
+  console.log(`forward pass (prepareRGBA, 64×64 input): ${median(r.forward).toFixed(2)} ms\n`);
   console.log('| method | after a new image (ms) | again (ms) |');
   console.log('|---|---|---|');
   for (const n of Object.keys(r.cold)) console.log(`| ${n} | ${median(r.cold[n]).toFixed(2)} | ${median(r.warm[n]).toFixed(2)} |`);

@@ -19,9 +19,11 @@ for (const shape of ['nonsquare', 'gray']) {
     for (const file of ['model_timm.safetensors', 'model_hf.safetensors']) {
       const model = vl.Model.fromSafetensors(new Uint8Array(fs.readFileSync(path.join(dir, file))), config);
       try {
-        const top = model.predictTensor(new Float32Array(input.data), ref.length);
+        const x = model.prepare(new Float32Array(input.data));
+        const top = x.predict(ref.length);
         assert.equal(top.length, ref.length);
-        const logits = model.logits();
+        const logits = x.logits();
+        x.delete();
         assert.ok(maxRelError(logits, ref) < 1e-5, `${file}: wasm vs reference ${maxRelError(logits, ref)}`);
         // top-k is sorted and consistent with the logits
         for (let i = 1; i < top.length; i++) assert.ok(top[i - 1].logit >= top[i].logit);
@@ -38,7 +40,9 @@ for (const shape of ['nonsquare', 'gray']) {
     const native = JSON.parse(nativeCli('predict', modelPath, '--input', path.join(dir, 'input.npy'), '--top', String(ref.length), '--json'));
     const model = vl.Model.fromBytes(new Uint8Array(fs.readFileSync(modelPath)));
     try {
-      const wasm = model.predictTensor(new Float32Array(input.data), ref.length);
+      const x = model.prepare(new Float32Array(input.data));
+      const wasm = x.predict(ref.length);
+      x.delete();
       for (let i = 0; i < native.length; i++) {
         assert.equal(wasm[i].class, native[i].class);
         assert.ok(Math.abs(wasm[i].logit - native[i].logit) <= 1e-5 * Math.max(1, Math.abs(native[i].logit)),
@@ -60,13 +64,15 @@ test('model info, save and reload (f32 and int8)', async () => {
   assert.deepEqual([info.imageH, info.imageW, info.channels, info.patch, info.depth, info.heads], [24, 40, 3, 8, 3, 4]);
   assert.equal(info.classNames.length, 5);
   const input = new Float32Array(readNpy(path.join(dir, 'input.npy')).data);
-  model.predictTensor(input, 1);
-  const logits = model.logits();
+  const x = model.prepare(input);
+  const logits = x.logits();
+  x.delete();
   for (const storage of ['f32', 'int8']) {
     const bytes = model.save(storage);
     const again = vl.Model.fromBytes(bytes);
-    again.predictTensor(input, 1);
-    const err = maxRelError(again.logits(), logits);
+    const y = again.prepare(input);
+    const err = maxRelError(y.logits(), logits);
+    y.delete();
     assert.ok(storage === 'f32' ? err === 0 : err < 0.03, `${storage}: ${err}`);
     assert.equal(again.info().storedInt8, storage === 'int8');
     again.delete();
@@ -85,15 +91,20 @@ test('RGBA pixels of any size are resized and classified', async () => {
     const x = model.preprocessRGBA(rgba, w, h);
     assert.equal(x.length, 32 * 32);
     assert.ok(x.every(Number.isFinite));
-    const top = model.predictRGBA(rgba, w, h, 3);
+    const input = model.prepareRGBA(rgba, w, h);
+    assert.deepEqual(input.tensor(), x);
+    const top = input.predict(3);
     assert.equal(top.length, 3);
+    input.delete();
   }
-  assert.throws(() => model.predictRGBA(new Uint8Array(10), 4, 4, 1), /^Error: bad_image: RGBA data has 10 bytes/);
-  assert.throws(() => model.predictRGBA(new Uint8Array(0), 0, 0, 1), /bad_image/);
-  assert.throws(() => model.predictTensor(new Float32Array(5), 1), /bad_shape: the tensor has 5 values/);
+  assert.throws(() => model.prepareRGBA(new Uint8Array(10), 4, 4), /^Error: bad_image: RGBA data has 10 bytes/);
+  assert.throws(() => model.prepareRGBA(new Uint8Array(0), 0, 0), /bad_image/);
+  assert.throws(() => model.prepare(new Float32Array(5)), /bad_shape: the tensor has 5 values/);
   const nan = new Float32Array(32 * 32).fill(NaN);
-  assert.throws(() => model.predictTensor(nan, 1), /bad_value: input contains NaN/);
-  assert.throws(() => model.predictTensor(new Float32Array(32 * 32), 0), /bad_argument/);
+  assert.throws(() => model.prepare(nan), /bad_value: input contains NaN/);
+  const zero = model.prepare(new Float32Array(32 * 32));
+  assert.throws(() => zero.predict(0), /bad_argument/);
+  zero.delete();
   model.delete();
 });
 

@@ -17,7 +17,7 @@ const { cases, base } = makeCatalogue(dir);
 const at = (name) => path.join(dir, name);
 const bytesOf = (name) => new Uint8Array(fs.readFileSync(at(name)));
 
-// decodeImage gives 1, 3 or 4 channels; predictRGBA takes RGBA.
+// decodeImage gives 1, 3 or 4 channels; prepareRGBA takes RGBA.
 function toRGBA({ width, height, channels, data }) {
   const out = new Uint8Array(width * height * 4);
   for (let p = 0; p < width * height; p++) {
@@ -25,6 +25,16 @@ function toRGBA({ width, height, channels, data }) {
     out[p * 4 + 3] = channels === 4 ? data[p * 4 + 3] : 255;
   }
   return out;
+}
+
+// Runs f on an input prepared by `make` and deletes the input (also when f throws).
+function withInput(make, f) {
+  const x = make();
+  try {
+    return f(x);
+  } finally {
+    x.delete();
+  }
 }
 
 // Feeds one case to the API; returns what a valid input gives (for the `ok` cases).
@@ -42,14 +52,12 @@ function feed(vl, good, input, c) {
     }
     case 'image': {
       const img = vl.decodeImage(bytesOf(c.files.image));
-      return good.predictRGBA(toRGBA(img), img.width, img.height, 2);
+      return withInput(() => good.prepareRGBA(toRGBA(img), img.width, img.height), (x) => x.predict(2));
     }
-    case 'npy': return good.predictTensor(new Float32Array(readNpy(at(c.files.input)).data), 1);
+    case 'npy': return withInput(() => good.prepare(new Float32Array(readNpy(at(c.files.input)).data)), (x) => x.predict(1));
     case 'options': {
       const { method, top, ...options } = c.options;
-      if (top !== undefined) return good.predictTensor(input, top);
-      good.predictTensor(input, 1);
-      return good.explain(method, options);
+      return withInput(() => good.prepare(input), (x) => (top !== undefined ? x.predict(top) : x.explain(method, options)));
     }
     default: throw new Error(`${c.id}: unknown entry ${c.entry}`);
   }
@@ -64,8 +72,7 @@ test(`${engine}: the catalogue through the wasm API: specific errors, and the mo
   const vl = await load();
   const good = vl.Model.fromBytes(bytesOf(base.model));
   const input = new Float32Array(readNpy(at(base.input)).data);
-  good.predictTensor(input, 1);
-  const logits = Array.from(good.logits());
+  const logits = withInput(() => good.prepare(input), (x) => Array.from(x.logits()));
   let checked = 0;
   try {
     for (const c of cases) {
@@ -87,8 +94,7 @@ test(`${engine}: the catalogue through the wasm API: specific errors, and the mo
           return true;
         }, c.id);
       }
-      good.predictTensor(input, 1);
-      assert.deepEqual(Array.from(good.logits()), logits, `${c.id}: the valid model still gives the same logits`);
+      assert.deepEqual(withInput(() => good.prepare(input), (x) => Array.from(x.logits())), logits, `${c.id}: the valid model still gives the same logits`);
     }
   } finally {
     good.delete();

@@ -35,10 +35,10 @@ test('integrated-gradients reports progress up to 1 and matches the reference', 
   const vl = await loadVitlens();
   const c = loadCase(vl, 'nonsquare');
   try {
-    c.model.predictTensor(c.input, 1);
+    c.x = c.model.prepare(c.input);
     const e = c.index.find((v) => v.variant === 'ig-gauss-legendre-black');
     const seen = [];
-    const ex = c.model.explain('integrated-gradients', { ...jsOptions(c, e.options), onProgress: (f) => { seen.push(f); return true; } });
+    const ex = c.x.explain('integrated-gradients', { ...jsOptions(c, e.options), onProgress: (f) => { seen.push(f); return true; } });
     assert.equal(seen.length, e.options.steps);
     for (let i = 1; i < seen.length; i++) assert.ok(seen[i] > seen[i - 1], `progress not rising: ${seen}`);
     assert.equal(seen.at(-1), 1);
@@ -47,6 +47,7 @@ test('integrated-gradients reports progress up to 1 and matches the reference', 
     for (const [ours, theirs] of [['attributionSum', 'attribution_sum'], ['fInput', 'f_input'], ['fBaseline', 'f_baseline'], ['gap', 'gap']])
       assert.ok(Math.abs(ex.completeness[ours] - e.completeness[theirs]) <= TOL * Math.max(1, Math.abs(e.completeness[theirs])), ours);
   } finally {
+    c.x?.delete();
     c.model.delete();
   }
 });
@@ -56,15 +57,16 @@ test('every gradient variant matches the float64 reference in wasm', async () =>
   for (const shape of ['nonsquare', 'gray']) {
     const c = loadCase(vl, shape);
     try {
-      c.model.predictTensor(c.input, 1);
+      c.x = c.model.prepare(c.input);
       for (const e of c.index) {
-        const ex = c.model.explain(e.method, jsOptions(c, e.options));
+        const ex = c.x.explain(e.method, jsOptions(c, e.options));
         const err = maxRelError(ex.pixelMap, readNpy(path.join(c.dir, e.file)).data);
         assert.ok(err <= TOL, `${shape} ${e.variant}: ${err}`);
         assert.equal(ex.completeness !== undefined, e.completeness !== undefined, `${shape} ${e.variant}`);
       }
     } finally {
-      c.model.delete();
+      c.x?.delete();
+    c.model.delete();
     }
   }
 });
@@ -73,25 +75,26 @@ test('returning false from onProgress cancels with "cancelled:" and the model st
   const vl = await loadVitlens();
   const c = loadCase(vl, 'gray');
   try {
-    c.model.predictTensor(c.input, 1);
+    c.x = c.model.prepare(c.input);
     for (const [method, extra] of [['integrated-gradients', { steps: 10 }],
       ['smoothgrad', { inner: 'integrated-gradients', samples: 3, steps: 4 }]]) {
       let calls = 0;
-      assert.throws(() => c.model.explain(method, { ...extra, onProgress: () => ++calls < 3 }),
+      assert.throws(() => c.x.explain(method, { ...extra, onProgress: () => ++calls < 3 }),
         (e) => e instanceof Error && e.message.startsWith('cancelled:'));
       assert.equal(calls, 3, `${method}: progress after cancelling`);
       const seen = [];
-      const ex = c.model.explain(method, { ...extra, onProgress: (f) => { seen.push(f); } });
+      const ex = c.x.explain(method, { ...extra, onProgress: (f) => { seen.push(f); } });
       assert.equal(seen.at(-1), 1);
       for (let i = 1; i < seen.length; i++) assert.ok(seen[i] >= seen[i - 1]);
       assert.ok(ex.pixelMap.some((v) => v !== 0));
     }
-    const top = c.model.predictTensor(c.input, 1);
+    const top = c.x.predict(1);
     assert.equal(top[0].class, c.meta.target);
-    const sal = c.model.explain('saliency', {});
+    const sal = c.x.explain('saliency', {});
     const e = c.index.find((v) => v.variant === 'saliency');
     assert.ok(maxRelError(sal.pixelMap, readNpy(path.join(c.dir, e.file)).data) <= TOL);
   } finally {
+    c.x?.delete();
     c.model.delete();
   }
 });

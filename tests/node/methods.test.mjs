@@ -49,15 +49,16 @@ for (const shape of ['nonsquare', 'gray']) {
     const input = new Float32Array(readNpy(path.join(engine, shape, 'input.npy')).data);
     const index = JSON.parse(fs.readFileSync(path.join(methods, shape, 'index.json'), 'utf8'));
     const tmp = tmpDir();
+    let x = null;
     try {
-      model.predictTensor(input, 1);
+      x = model.prepare(input);
       const modelPath = path.join(tmp, 'm.vitl');
       nativeCli('import', path.join(engine, shape, 'model_timm.safetensors'), '--config',
         path.join(engine, shape, 'config.json'), '-o', modelPath);
       for (const e of index) {
         const tokens = e.method === 'attnlrp-tokens';
         const method = tokens ? 'attnlrp' : e.method;
-        const ex = model.explain(method, optionsFromFixture(e.options, e.target));
+        const ex = x.explain(method, optionsFromFixture(e.options, e.target));
         const pixels = (method === 'lrp' || method === 'attnlrp') && !tokens;
         const ours = pixels ? ex.pixelMap : ex.tokenMap;
         assert.deepEqual(pixels ? [ex.height, ex.width] : [ex.gridH, ex.gridW], e.shape);
@@ -75,6 +76,7 @@ for (const shape of ['nonsquare', 'gray']) {
         assert.ok(maxRelError(ours, native) <= 1e-5, `${e.file}: wasm vs native ${maxRelError(ours, native)}`);
       }
     } finally {
+      x?.delete();
       model.delete();
       fs.rmSync(tmp, { recursive: true });
     }
@@ -84,10 +86,12 @@ for (const shape of ['nonsquare', 'gray']) {
 test('explain(): intermediates, conservation and errors', async () => {
   const vl = await loadVitlens();
   const model = loadModel(vl, 'nonsquare');
+  let x = null;
   try {
-    assert.throws(() => model.explain('rollout', {}), /^Error: bad_argument: no input to explain/);
-    model.predictTensor(new Float32Array(readNpy(path.join(engine, 'nonsquare', 'input.npy')).data), 1);
-    const ex = model.explain('transformer-attribution', { intermediates: true });
+    // The model holds no input: explain and the other per-input queries are methods of an Input.
+    assert.equal(model.explain, undefined);
+    x = model.prepare(new Float32Array(readNpy(path.join(engine, 'nonsquare', 'input.npy')).data));
+    const ex = x.explain('transformer-attribution', { intermediates: true });
     assert.equal(ex.intermediates.tokens, 16);
     assert.equal(ex.intermediates.blocks.length, 3);
     for (const b of ex.intermediates.blocks) {
@@ -96,7 +100,7 @@ test('explain(): intermediates, conservation and errors', async () => {
     // Per-head R_A: its head mean is `relevance`, and with each head's ∇A it rebuilds the block's
     // factor I + E_h[(∇A_h ⊙ R_A,h)⁺] (Chefer et al. 2021, Eq. 13–14).
     const heads = model.info().heads;
-    const grads = model.attentionGrads(ex.target);
+    const grads = x.attentionGrads(ex.target);
     ex.intermediates.blocks.forEach((b, l) => {
       assert.equal(b.relevanceHeads.length, heads, `block ${l}: R_A per head`);
       for (let i = 0; i < 256; i++) {
@@ -111,17 +115,18 @@ test('explain(): intermediates, conservation and errors', async () => {
         assert.ok(Math.abs(eye + bar - b.step[i]) <= 1e-5 * (1 + Math.abs(b.step[i])), `block ${l}: I + Ā at ${i}: ${eye + bar} vs ${b.step[i]}`);
       }
     });
-    assert.deepEqual(model.explain('grad-rollout', { intermediates: true }).intermediates.blocks[0].relevanceHeads, []);
+    assert.deepEqual(x.explain('grad-rollout', { intermediates: true }).intermediates.blocks[0].relevanceHeads, []);
     assert.ok(Math.abs(ex.relevanceSums.tokens - 1) < 1e-6);
     assert.equal(ex.conservation[0].layer, 'head');
-    assert.equal(model.explain('rollout', {}).conservation.length, 0);
-    assert.equal(model.explain('rollout', {}).intermediates, undefined);
-    assert.throws(() => model.explain('nope', {}), /^Error: bad_argument: unknown method 'nope'/);
-    assert.throws(() => model.explain('rollout', { startLayer: 3 }), /start-layer 3 is out of range/);
-    assert.throws(() => model.explain('rollout', { headFusion: 'median' }), /head-fusion must be one of mean, max, min/);
-    assert.throws(() => model.explain('lrp', { target: 9 }), /target 9 is out of range/);
-    assert.throws(() => model.explain('lrp', { target: 'x' }), /target needs an integer, got 'x'/);
+    assert.equal(x.explain('rollout', {}).conservation.length, 0);
+    assert.equal(x.explain('rollout', {}).intermediates, undefined);
+    assert.throws(() => x.explain('nope', {}), /^Error: bad_argument: unknown method 'nope'/);
+    assert.throws(() => x.explain('rollout', { startLayer: 3 }), /start-layer 3 is out of range/);
+    assert.throws(() => x.explain('rollout', { headFusion: 'median' }), /head-fusion must be one of mean, max, min/);
+    assert.throws(() => x.explain('lrp', { target: 9 }), /target 9 is out of range/);
+    assert.throws(() => x.explain('lrp', { target: 'x' }), /target needs an integer, got 'x'/);
   } finally {
+    x?.delete();
     model.delete();
   }
 });

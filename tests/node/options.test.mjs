@@ -38,9 +38,13 @@ const input = new Float32Array(readNpy(inputPath).data);
 
 function viaApi(method, options) {
   try {
-    model.predictTensor(input, 1);
-    const ex = model.explain(method.name, options);
-    return { map: Array.from(method.nativePixels ? ex.pixelMap : ex.tokenMap) };
+    const x = model.prepare(input);
+    try {
+      const ex = x.explain(method.name, options);
+      return { map: Array.from(method.nativePixels ? ex.pixelMap : ex.tokenMap) };
+    } finally {
+      x.delete();
+    }
   } catch (e) {
     const m = /^([a-z_]+): ([\s\S]*)$/.exec(e.message);
     assert.ok(m, `API error without a code: ${e.message}`);

@@ -42,7 +42,7 @@ export function createExplanationView(app) {
     const flag = m.longRunning ? cancelFlag() : null;
     let p = null;
     const hooks = { priority: true, onProgress: m.longRunning ? (f) => showProgress(p, f) : undefined };
-    p = app.call('explain', { method: m.name, options: { ...app.views.options.request(m), intermediates: true }, cancelFlag: flag }, [], hooks);
+    p = app.call('explain', { image: app.imageId, method: m.name, options: { ...app.views.options.request(m), intermediates: true }, cancelFlag: flag }, [], hooks);
     pending = p;
     markPending();
     if (m.longRunning) startProgress(p, m.name, flag);

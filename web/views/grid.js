@@ -61,7 +61,7 @@ export function createGridView(app) {
             if (thisRun === run) cell.querySelector('.cell-ms').textContent = `${Math.round(100 * f)} %…`;
           },
         } : undefined;
-        const p = app.call('explain', { method: m.name, options: { target: app.target }, cancelFlag: m.longRunning ? runFlag : null }, [], hooks);
+        const p = app.call('explain', { image: app.imageId, method: m.name, options: { target: app.target }, cancelFlag: m.longRunning ? runFlag : null }, [], hooks);
         pendingCalls.push(p);
         const ex = await p;
         if (thisRun !== run) return;

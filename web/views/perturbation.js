@@ -1,8 +1,9 @@
 // perturbation.js — "Faithfulness, live": the perturbation test for the current image and map,
 // most and least relevant pixels first, each perturbed image shown and its class score plotted,
-// with the AUCs. Owns the perturbation request in flight.
+// with the AUCs. The engine computes all of it (as `vitlens eval` does); this view draws it.
+// Owns the perturbation request in flight.
 import { on } from '../events.js';
-import { lineChart, perturbationAuc } from '../teach.js';
+import { lineChart } from '../teach.js';
 import { $ } from './util.js';
 
 export function createPerturbationView(app) {
@@ -17,7 +18,7 @@ export function createPerturbationView(app) {
       return;
     }
     if (pending) app.client.cancel(pending.id);
-    const p = app.call('perturb', { map: ex.pixelMap.slice(), target: ex.target }, [], { priority: true });
+    const p = app.call('perturb', { image: app.imageId, map: ex.pixelMap.slice(), target: ex.target }, [], { priority: true });
     pending = p;
     try {
       const out = await p;
@@ -38,8 +39,8 @@ export function createPerturbationView(app) {
       { name: names.negative, x: neg.fraction, y: neg.prob, colour: '#1f6feb', dash: '5 3' },
     ], { width: 440, height: 250, xLabel: 'fraction of pixels removed', yLabel: `p(“${app.className(ex.target)}”)`, yMin: 0, yMax: 1,
       xTicks: [0, 0.2, 0.4, 0.6, 0.8] });
-    const aucP = perturbationAuc(pos.fraction, pos.prob);
-    const aucN = perturbationAuc(neg.fraction, neg.prob);
+    const aucP = pos.aucProb;
+    const aucN = neg.aucProb;
     $('faith-note').textContent = `— ${ex.method}, “${app.className(ex.target)}”: AUC ${aucP.toFixed(1)} most relevant first (lower is better), ` +
       `${aucN.toFixed(1)} least relevant first (higher is better); ${out.ms.toFixed(0)} ms for 20 forward passes`;
     const strips = $('faith-strips');

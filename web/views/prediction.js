@@ -28,11 +28,14 @@ export function createPredictionView(app) {
     app.setStatus(`Classifying ${app.image.name}…`);
     let out;
     try {
-      out = await app.call('setImage', { source: { blob: app.image.blob } });
+      out = await app.call('prepare', { source: { blob: app.image.blob } });
     } catch (e) {
       app.showError(`Could not classify ${app.image.name}`, e);
       return;
     }
+    // The new handle replaces the old one, which the worker frees (requests for it were cancelled).
+    if (app.imageId !== null) app.call('release', { image: app.imageId }).catch(() => {});
+    app.imageId = out.image;
     app.mark('predicted');
     app.imageVersion++;
     app.predictions = out.predictions;
@@ -49,9 +52,12 @@ export function createPredictionView(app) {
     return done;
   }
 
-  // After a worker restart: the new worker classifies the image again (nothing is redrawn).
+  // After a worker restart: the new worker classifies the image again (nothing is redrawn); the
+  // old worker's handles went with it.
   async function restore() {
-    const out = await app.call('setImage', { source: { blob: app.image.blob } });
+    app.imageId = null;
+    const out = await app.call('prepare', { source: { blob: app.image.blob } });
+    app.imageId = out.image;
     app.predictions = out.predictions;
   }
 

@@ -4,7 +4,7 @@
 // stepped to and the per-head data fetched for the current image.
 import { on } from '../events.js';
 import { drawGrid, formatNumber } from '../render.js';
-import { attributionTree, drawTree, headImportance, lineChart } from '../teach.js';
+import { drawTree, lineChart } from '../teach.js';
 import { HEAD_PRODUCT_TEXT, NORM_FORMULA, STEP_FORMULA } from './method_text.js';
 import { $, fitCanvas } from './util.js';
 
@@ -177,7 +177,7 @@ export function createTeachingView(app) {
       return;
     }
     if (teachP) app.client.cancel(teachP.id);
-    const p = app.call('teach', { target: ex.target, grads }, [], { priority: true });
+    const p = app.call('teach', { image: app.imageId, target: ex.target, grads }, [], { priority: true });
     teachP = p;
     try {
       const out = await p;
@@ -192,12 +192,23 @@ export function createTeachingView(app) {
   }
 
   // AttAttr's head importance (max over i, j per block and head, this image) and the attribution
-  // tree over the image.
-  function renderExtra(ex) {
+  // tree over the image, both computed by the engine from the explanation's attattr.
+  async function renderExtra(ex) {
     const box = $('teach-extra');
     box.replaceChildren();
     if (!ex?.attattr?.length) return;
-    const imp = headImportance(ex.attattr);
+    let out;
+    try {
+      ex.attattrViews ??= app.call('attattr', { image: app.imageId, attattr: ex.attattr, target: ex.target, threshold: 0.4 }, [], { priority: true });
+      out = await ex.attattrViews;
+    } catch (e) {
+      ex.attattrViews = null;
+      app.showError('The attribution tree failed', e);
+      return;
+    }
+    if (app.explanation !== ex) return;
+    box.replaceChildren();
+    const imp = out.heads.attattr;
     const fig = document.createElement('figure');
     fig.className = 'importance';
     const table = document.createElement('table');
@@ -226,8 +237,7 @@ export function createTeachingView(app) {
     cap.textContent = 'Head importance for this image: I_b,h = max_i,j Attr_b,h[i, j] (Hao et al. sum it over a data set).';
     fig.append(table, cap);
 
-    const n = 1 + ex.gridW * ex.gridH;
-    const tree = attributionTree(ex.attattr, n, 0.4);
+    const tree = out.tree;
     const tfig = document.createElement('figure');
     tfig.className = 'tree';
     const c = document.createElement('canvas');

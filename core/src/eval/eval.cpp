@@ -14,6 +14,7 @@
 #include "vitlens/tensor/error.h"
 #include "vitlens/tensor/parallel.h"
 #include "vitlens/methods/methods.h"
+#include "vitlens/metrics/perturbation.h"
 #include "vitlens/data/scenes.h"
 #include "vitlens/model/vit.h"
 
@@ -30,14 +31,6 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-
-// The arg-max class; ties go to the lower index.
-int arg_max(const Vec& logits) {
-  int best = 0;
-  for (int k = 1; k < int(logits.size()); ++k)
-    if (logits[k] > logits[best]) best = k;
-  return best;
-}
 
 void check_model(const Model& m, const SceneOptions& so, const char* what) {
   const Config& c = m.config;
@@ -62,8 +55,8 @@ bool sanitise(Mat& map) {
 struct Worker {
   ExplainState st;   // the evaluated model on the clean scene
   ExplainState cmp;  // the compare model on the clean scene
-  Trace tr;          // forward passes of perturbed scenes
-  Image work;        // (3, H, W) a perturbed scene
+  PerturbationWork pw;  // forward passes of perturbed scenes
+  PerturbationCurve curve;
 };
 
 // The pixel map (H, W) of a registry method for `target` on the input `st` holds.
@@ -111,26 +104,13 @@ bool same_map(const Mat& a, const Mat& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() && std::equal(a.data(), a.data() + a.size(), b.data());
 }
 
-// top[d][s]: the arg-max class after removing perturbation_count(n, s + 1) pixels in direction d.
+// top[d][s]: the arg-max class after removing perturbation_count(n, s + 1) pixels in direction d
+// (the per-image test of perturbation.h, which the wasm API runs too).
 void perturbation_tops(std::array<std::array<int, perturbation_steps - 1>, 2>& top, const Model& m, Worker& w,
                        const Image& clean, const Mat& map) {
-  const Config& c = m.config;
-  const int hw = c.image_h * c.image_w;
-  float zero[3];  // a pixel of value 0 in [0, 1] space, normalised as scene_input does it
-  for (int ch = 0; ch < 3; ++ch) zero[ch] = (float(0) / 255.0f - c.mean[size_t(ch)]) / c.std[size_t(ch)];
   for (int d = 0; d < 2; ++d) {
-    const std::vector<int> order = perturbation_order(map.data(), hw, d == 0);
-    w.work = clean;
-    int removed = 0;
-    for (int s = 1; s < perturbation_steps; ++s) {
-      const int k = perturbation_count(hw, s);
-      for (; removed < k; ++removed) {
-        const size_t p = size_t(order[size_t(removed)]);
-        for (int ch = 0; ch < 3; ++ch) w.work.data[size_t(ch) * size_t(hw) + p] = zero[ch];
-      }
-      vit_forward(w.tr, m, w.work);
-      top[size_t(d)][size_t(s - 1)] = arg_max(w.tr.logits);
-    }
+    perturbation_curve(w.curve, w.pw, m, clean, w.st.trace.logits, map.data(), int(map.size()), d == 0);
+    for (int s = 1; s < perturbation_steps; ++s) top[size_t(d)][size_t(s - 1)] = arg_max_class(w.curve.logits[size_t(s)]);
   }
 }
 
@@ -208,7 +188,7 @@ std::vector<EvalRecord> scene_records(Worker& w, const Model& m, const Model* co
   w.st.set_input(m, in.x);
   in.forward_ms = ms_since(t0);
   if (compare) w.cmp.set_input(*compare, in.x);
-  in.pred = arg_max(w.st.trace.logits);
+  in.pred = arg_max_class(w.st.trace.logits);
   std::vector<EvalRecord> out;
   for (const std::string& method : methods) {
     try {

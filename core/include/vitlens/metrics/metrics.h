@@ -7,7 +7,8 @@
 // a mask is `n` bytes, nonzero = the object. Every convention these functions choose where the
 // reference leaves it open (ties, all-equal maps, empty masks) is stated beside the function.
 //
-// This file does not run a model: the benchmark that feeds these functions is eval.h.
+// This file does not run a model: perturbation.h runs the perturbation test of one image and
+// map (for the benchmark, eval.h, and the wasm API).
 #pragma once
 
 #include <array>

@@ -1,0 +1,54 @@
+// perturbation.h — the perturbation test of one image and one map (shared METHODS.md,
+// "Faithfulness metrics"; Chefer, Gur & Wolf, CVPR 2021): the pixels of the map, in
+// perturbation_order, are set to 0 in [0, 1] space, perturbation_count(n, s) of them at step
+// s = 0 … 9, and the model classifies each copy again.
+//
+// One implementation for every front end: the benchmark (eval.h) records the arg-max class of
+// each step, the wasm API (`input.perturbation`) returns the curve the page draws. Unlike
+// metrics.h, this file runs the model.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <vector>
+
+#include "vitlens/metrics/metrics.h"
+#include "vitlens/model/model.h"
+#include "vitlens/model/vit.h"
+#include "vitlens/tensor/tensor.h"
+
+namespace vitlens {
+
+// The arg-max class of `logits`; ties go to the lower class index.
+int arg_max_class(const Vec& logits);
+
+// The normalised value of a removed pixel per channel: (0 − mean_c) / std_c, i.e. black in
+// [0, 1] space, computed in float as the scenes' inputs are (scene_input).
+std::vector<float> perturbation_fill(const Config& c);
+
+// One direction of the test. logits[s] are the model's logits with removed[s] pixels removed;
+// step 0 (nothing removed) is the clean input's logits, passed in, not recomputed.
+struct PerturbationCurve {
+  bool positive = true;                          // most relevant first (else least relevant first)
+  std::array<int, perturbation_steps> removed{};  // perturbation_count(n, s)
+  std::array<Vec, perturbation_steps> logits;     // (classes) per step
+};
+
+// Reusable buffers of perturbation_curve (one per thread).
+struct PerturbationWork {
+  Trace tr;  // the forward pass of a perturbed copy
+  Image x;   // (C, H, W) the perturbed copy
+};
+
+// Called with each step's perturbed input (step 0: the clean input), e.g. to show it.
+using PerturbationStepFn = std::function<void(int step, const Image& x)>;
+
+// Runs the test on `clean` (the model's normalised C×H×W input, whose logits are `clean_logits`)
+// for `map`, H×W floats at the model's input size (row-major; NaN must not occur: see
+// perturbation_order). Removing a pixel sets it in all channels. Throws Error(bad_shape) when the
+// input or the map do not have the model's size.
+void perturbation_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
+                        const Vec& clean_logits, const float* map, int map_size, bool positive,
+                        const PerturbationStepFn& on_step = {});
+
+}  // namespace vitlens
