@@ -41,89 +41,6 @@ float exp_nonpositive(float x) {
   return er * scale;
 }
 
-}  // namespace
-
-void softmax_rows(Mat& p, const Mat& s) {
-  const Eigen::Index n = s.cols();
-  p.resize(s.rows(), n);
-  for (Eigen::Index i = 0; i < s.rows(); ++i) {
-    const float mx = s.row(i).maxCoeff();
-    const float* in = s.row(i).data();  // (n)
-    float* out = p.row(i).data();       // (n)
-    for (Eigen::Index j = 0; j < n; ++j) out[j] = exp_nonpositive(in[j] - mx);
-    p.row(i) /= p.row(i).sum();
-  }
-}
-
-// ∂p_j/∂s_k = p_j(δ_jk − p_k)  ⇒  ds = p ⊙ (dp − ⟨dp, p⟩)
-void softmax_rows_backward(Mat& ds, const Mat& dp, const Mat& p) {
-  ds.resize(p.rows(), p.cols());
-  for (Eigen::Index i = 0; i < p.rows(); ++i) {
-    const float dot = dp.row(i).dot(p.row(i));
-    ds.row(i) = p.row(i).array() * (dp.row(i).array() - dot);
-  }
-}
-
-void attention_forward(Mat& ctx, std::vector<Mat>& scores, std::vector<Mat>& attn, const Mat& qkv,
-                       int heads, const float* head_mask, const std::vector<Mat>* override_attn) {
-  const int n = int(qkv.rows()), d = int(qkv.cols()) / 3, dh = d / heads;
-  const float scale = 1.0f / std::sqrt(float(dh));
-  ctx.resize(n, d);
-  scores.resize(size_t(heads));
-  attn.resize(size_t(heads));
-  for (int h = 0; h < heads; ++h) {
-    const float* q = qkv.data() + h * dh;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
-    const float* k = q + d;
-    const float* v = q + 2 * d;
-    Mat& S = scores[size_t(h)];
-    Mat& A = attn[size_t(h)];
-    S.resize(n, n);
-    gemm_nt(S.data(), q, k, n, n, dh, 3 * d, 3 * d, n, scale, 0.0f);  // S = q·kᵀ/√d_h
-    if (override_attn) {
-      A = (*override_attn)[size_t(h)];
-    } else {
-      softmax_rows(A, S);
-    }
-    if (head_mask && head_mask[h] == 0.0f) A.setZero();
-    gemm_nn(ctx.data() + h * dh, A.data(), v, n, dh, n, n, 3 * d, d, 1.0f, 0.0f);  // ctx_h = A·v
-  }
-}
-
-void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& dattn,
-                        const Mat& dctx, const Mat& qkv, const std::vector<Mat>& attn, int heads,
-                        const float* head_mask, bool overridden) {
-  const int n = int(qkv.rows()), d = int(qkv.cols()) / 3, dh = d / heads;
-  const float scale = 1.0f / std::sqrt(float(dh));
-  dqkv.resize(n, 3 * d);
-  dscores.resize(size_t(heads));
-  dattn.resize(size_t(heads));
-  for (int h = 0; h < heads; ++h) {
-    const float* q = qkv.data() + h * dh;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
-    const float* k = q + d;
-    const float* v = q + 2 * d;
-    const float* dc = dctx.data() + h * dh;  // (n, dh), rows d apart
-    float* dq = dqkv.data() + h * dh;        // dq_h, dk_h, dv_h: (n, dh) each, rows 3d apart
-    float* dk = dq + d;
-    float* dv = dq + 2 * d;
-    const Mat& A = attn[size_t(h)];
-    Mat& dA = dattn[size_t(h)];
-    Mat& dS = dscores[size_t(h)];
-    dA.resize(n, n);
-    gemm_nt(dA.data(), dc, v, n, n, dh, d, 3 * d, n, 1.0f, 0.0f);   // dA = dc·vᵀ
-    gemm_tn(dv, A.data(), dc, n, dh, n, n, d, 3 * d, 1.0f, 0.0f);   // dv = Aᵀ·dc
-    const bool masked = head_mask && head_mask[h] == 0.0f;
-    if (overridden || masked) {
-      dS = Mat::Zero(n, n);
-    } else {
-      softmax_rows_backward(dS, dA, A);
-    }
-    gemm_nn(dq, dS.data(), k, n, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dq = dS·k/√d_h
-    gemm_tn(dk, dS.data(), q, n, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dk = dSᵀ·q/√d_h
-  }
-}
-
-namespace {
-
 // e^x for x ≤ 0 in double, within 1 ulp (2·10⁷ random arguments in [−708, 0] against long
 // double), in the form of the float exp_nonpositive above (Eigen's double exp runs at ~8 ns per
 // value in wasm; this one vectorises): x = n·ln2 + r, n rounded by adding
@@ -158,34 +75,120 @@ double exp_nonpositive(double x) {
   return er * scale;
 }
 
+
 }  // namespace
 
-void softmax_rows(MatD& p, const MatD& s) {
+namespace {
+
+template <typename T>
+void softmax_rows_t(MatT<T>& p, const MatT<T>& s) {
   const Eigen::Index n = s.cols();
   p.resize(s.rows(), n);
   for (Eigen::Index i = 0; i < s.rows(); ++i) {
-    const double mx = s.row(i).maxCoeff();
-    const double* in = s.row(i).data();  // (n)
-    double* out = p.row(i).data();       // (n)
+    const T mx = s.row(i).maxCoeff();
+    const T* in = s.row(i).data();  // (n)
+    T* out = p.row(i).data();       // (n)
     for (Eigen::Index j = 0; j < n; ++j) out[j] = exp_nonpositive(in[j] - mx);
     p.row(i) /= p.row(i).sum();
   }
 }
 
-void attention_forward(MatD& ctx, std::vector<MatD>& attn, const MatD& qkv, int heads) {
-  const int n = int(qkv.rows()), d = int(qkv.cols()) / 3, dh = d / heads;
-  const double scale = 1.0 / std::sqrt(double(dh));
-  ctx.resize(n, d);
-  attn.resize(size_t(heads));
-  MatD scores(n, n);  // (n, n)
-  for (int h = 0; h < heads; ++h) {
-    const double* q = qkv.data() + h * dh;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
-    const double* k = q + d;
-    const double* v = q + 2 * d;
-    gemm_nt(scores.data(), q, k, n, n, dh, 3 * d, 3 * d, n, scale, 0.0);  // S = q·kᵀ/√d_h
-    softmax_rows(attn[size_t(h)], scores);
-    gemm_nn(ctx.data() + h * dh, attn[size_t(h)].data(), v, n, dh, n, n, 3 * d, d, 1.0, 0.0);  // A·v
+}  // namespace
+
+void softmax_rows(Mat& p, const Mat& s) { softmax_rows_t(p, s); }
+void softmax_rows(MatD& p, const MatD& s) { softmax_rows_t(p, s); }
+
+// ∂p_j/∂s_k = p_j(δ_jk − p_k)  ⇒  ds = p ⊙ (dp − ⟨dp, p⟩)
+void softmax_rows_backward(Mat& ds, const Mat& dp, const Mat& p) {
+  ds.resize(p.rows(), p.cols());
+  for (Eigen::Index i = 0; i < p.rows(); ++i) {
+    const float dot = dp.row(i).dot(p.row(i));
+    ds.row(i) = p.row(i).array() * (dp.row(i).array() - dot);
   }
+}
+
+namespace {
+
+template <typename T>
+void attention_forward_t(MatT<T>& ctx, std::vector<MatT<T>>& scores, std::vector<MatT<T>>& attn,
+                         const MatT<T>& qkv, int heads, const float* head_mask,
+                         const std::vector<MatT<T>>* override_attn, int copies, bool keep_scores) {
+  const int n = int(qkv.rows()) / copies, d = int(qkv.cols()) / 3, dh = d / heads;
+  const T scale = T(1) / std::sqrt(T(dh));
+  ctx.resize(qkv.rows(), d);
+  if (keep_scores) scores.resize(size_t(copies) * size_t(heads));
+  attn.resize(size_t(copies) * size_t(heads));
+  for (int c = 0; c < copies; ++c)
+    for (int h = 0; h < heads; ++h) {
+      const size_t i = size_t(c) * size_t(heads) + size_t(h);
+      const T* q = qkv.data() + ptrdiff_t(c) * n * 3 * d + h * dh;  // q_h, k_h, v_h: (n, dh), rows 3d apart
+      const T* k = q + d;
+      const T* v = q + 2 * d;
+      MatT<T>& A = attn[i];
+      if (override_attn) {
+        if (keep_scores) {
+          scores[i].resize(n, n);
+          gemm_nt(scores[i].data(), q, k, n, n, dh, 3 * d, 3 * d, n, scale, T(0));  // S = q·kᵀ/√d_h
+        }
+        A = (*override_attn)[size_t(h)];
+      } else {
+        MatT<T>& S = keep_scores ? scores[i] : A;  // not kept: S is formed in A, softmax in place
+        S.resize(n, n);
+        gemm_nt(S.data(), q, k, n, n, dh, 3 * d, 3 * d, n, scale, T(0));  // S = q·kᵀ/√d_h
+        softmax_rows(A, S);
+      }
+      if (head_mask && head_mask[h] == 0.0f) A.setZero();
+      gemm_nn(ctx.data() + ptrdiff_t(c) * n * d + h * dh, A.data(), v, n, dh, n, n, 3 * d, d, T(1), T(0));  // ctx_h = A·v
+    }
+}
+
+}  // namespace
+
+void attention_forward(Mat& ctx, std::vector<Mat>& scores, std::vector<Mat>& attn, const Mat& qkv,
+                       int heads, const float* head_mask, const std::vector<Mat>* override_attn,
+                       int copies, bool keep_scores) {
+  attention_forward_t(ctx, scores, attn, qkv, heads, head_mask, override_attn, copies, keep_scores);
+}
+void attention_forward(MatD& ctx, std::vector<MatD>& scores, std::vector<MatD>& attn,
+                       const MatD& qkv, int heads, const float* head_mask,
+                       const std::vector<MatD>* override_attn, int copies, bool keep_scores) {
+  attention_forward_t(ctx, scores, attn, qkv, heads, head_mask, override_attn, copies, keep_scores);
+}
+
+void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& dattn,
+                        const Mat& dctx, const Mat& qkv, const std::vector<Mat>& attn, int heads,
+                        const float* head_mask, bool overridden, int copies, bool keep) {
+  const int n = int(qkv.rows()) / copies, d = int(qkv.cols()) / 3, dh = d / heads;
+  const float scale = 1.0f / std::sqrt(float(dh));
+  dqkv.resize(qkv.rows(), 3 * d);
+  const size_t kept = keep ? size_t(copies) * size_t(heads) : 1;
+  dscores.resize(kept);
+  dattn.resize(kept);
+  for (int c = 0; c < copies; ++c)
+    for (int h = 0; h < heads; ++h) {
+      const size_t i = size_t(c) * size_t(heads) + size_t(h);
+      const ptrdiff_t o3 = ptrdiff_t(c) * n * 3 * d + h * dh;
+      const float* q = qkv.data() + o3;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
+      const float* k = q + d;
+      const float* v = q + 2 * d;
+      const float* dc = dctx.data() + ptrdiff_t(c) * n * d + h * dh;  // (n, dh), rows d apart
+      float* dq = dqkv.data() + o3;  // dq_h, dk_h, dv_h: (n, dh) each, rows 3d apart
+      float* dk = dq + d;
+      float* dv = dq + 2 * d;
+      const Mat& A = attn[i];
+      Mat& dA = dattn[keep ? i : 0];
+      Mat& dS = dscores[keep ? i : 0];
+      dA.resize(n, n);
+      gemm_nt(dA.data(), dc, v, n, n, dh, d, 3 * d, n, 1.0f, 0.0f);   // dA = dc·vᵀ
+      gemm_tn(dv, A.data(), dc, n, dh, n, n, d, 3 * d, 1.0f, 0.0f);   // dv = Aᵀ·dc
+      if (overridden || (head_mask && head_mask[h] == 0.0f)) {
+        dS.setZero(n, n);
+      } else {
+        softmax_rows_backward(dS, dA, A);
+      }
+      gemm_nn(dq, dS.data(), k, n, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dq = dS·k/√d_h
+      gemm_tn(dk, dS.data(), q, n, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dk = dSᵀ·q/√d_h
+    }
 }
 
 void softmax_relevance(MatD& r_in, const RowsD& r, const RowsD& s, const RowsD& p, SoftmaxRule rule) {

@@ -6,21 +6,38 @@
 
 namespace vitlens {
 
-void layernorm_forward(Mat& y, Vec& mean, Vec& rstd, const Mat& x, const Vec& w, const Vec& b,
-                       float eps) {
+namespace {
+
+// In T from the float γ, β (cast, exact); var biased, as PyTorch.
+template <typename T>
+void layernorm_forward_t(MatT<T>& y, VecT<T>& mean, VecT<T>& rstd, const MatT<T>& x, const Vec& w,
+                         const Vec& b, T eps) {
   const Eigen::Index n = x.rows(), d = x.cols();
   y.resize(n, d);
   mean.resize(n);
   rstd.resize(n);
+  const Eigen::Array<T, 1, Eigen::Dynamic> wt = w.transpose().cast<T>().array();  // (d)
+  const Eigen::Array<T, 1, Eigen::Dynamic> bt = b.transpose().cast<T>().array();  // (d)
   for (Eigen::Index i = 0; i < n; ++i) {
     const auto row = x.row(i);
-    const float mu = row.mean();
-    const float var = (row.array() - mu).square().mean();  // biased, as PyTorch
-    const float rs = 1.0f / std::sqrt(var + eps);
+    const T mu = row.mean();
+    const T var = (row.array() - mu).square().mean();
+    const T rs = T(1) / std::sqrt(var + eps);
     mean[i] = mu;
     rstd[i] = rs;
-    y.row(i) = (((row.array() - mu) * rs) * w.transpose().array() + b.transpose().array()).matrix();
+    y.row(i) = (((row.array() - mu) * rs) * wt + bt).matrix();
   }
+}
+
+}  // namespace
+
+void layernorm_forward(Mat& y, Vec& mean, Vec& rstd, const Mat& x, const Vec& w, const Vec& b,
+                       float eps) {
+  layernorm_forward_t(y, mean, rstd, x, w, b, eps);
+}
+void layernorm_forward(MatD& y, VecD& mean, VecD& rstd, const MatD& x, const Vec& w, const Vec& b,
+                       double eps) {
+  layernorm_forward_t(y, mean, rstd, x, w, b, eps);
 }
 
 // With x̂ = (x − μ)·rstd and g = dy ⊙ γ:  dx = rstd · (g − mean(g) − x̂ · mean(g ⊙ x̂)).
@@ -37,19 +54,6 @@ void layernorm_backward(Mat& dx, Vec* dw, Vec* db, const Mat& dy, const Mat& x, 
     dx.row(i) = rstd[i] * (g.array() - g_mean - xhat.array() * gx_mean);
     if (dw) *dw += (dy.row(i).array() * xhat.array()).matrix().transpose();
     if (db) *db += dy.row(i).transpose();
-  }
-}
-
-void layernorm_forward(MatD& y, VecD& rstd, const MatD& x, const Vec& w, const Vec& b, double eps) {
-  const Eigen::Index n = x.rows(), d = x.cols();
-  y.resize(n, d);
-  rstd.resize(n);
-  const Eigen::ArrayXd wd = w.cast<double>().array(), bd = b.cast<double>().array();
-  for (Eigen::Index i = 0; i < n; ++i) {
-    const double mu = x.row(i).mean();
-    const double var = (x.row(i).array() - mu).square().mean();
-    rstd[i] = 1.0 / std::sqrt(var + eps);
-    y.row(i) = ((x.row(i).array() - mu) * rstd[i] * wd.transpose() + bd.transpose()).matrix();
   }
 }
 

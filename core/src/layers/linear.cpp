@@ -3,23 +3,51 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <type_traits>
 
 #include "vitlens/tensor/gemm.h"
 #include "vitlens/layers/layers.h"
 
 namespace vitlens {
 
-void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b) {
+namespace {
+
+// y = x·Wᵀ + b in T from the float weights (in double, W and b are cast first; exact).
+template <typename T>
+void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b, MatT<T>& wbuf) {
   const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
   assert(x.cols() == in && b.size() == out);
+  const T* w = nullptr;
+  if constexpr (std::is_same<T, float>::value) {
+    w = W.data();
+  } else {
+    wbuf = W.cast<T>();  // (out, in)
+    w = wbuf.data();
+  }
   y.resize(n, out);
-  gemm_nt(y.data(), x.data(), W.data(), n, out, in, in, in, out, 1.0f, 0.0f);  // x·Wᵀ
-  y.rowwise() += b.transpose();
+  gemm_nt(y.data(), x.data(), w, n, out, in, in, in, out, T(1), T(0));  // x·Wᵀ
+  y.rowwise() += b.cast<T>().transpose();
+}
+
+}  // namespace
+
+void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b, Mat& wbuf) {
+  linear_forward_t(y, x, W, b, wbuf);
+}
+void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, MatD& wbuf) {
+  linear_forward_t(y, x, W, b, wbuf);
+}
+void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b) {
+  Mat unused;
+  linear_forward_t(y, x, W, b, unused);
+}
+void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, LrpScratch& s) {
+  linear_forward_t(y, x, W, b, s.wd);
 }
 
 void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W) {
   const int n = int(dy.rows()), in = int(W.cols()), out = int(W.rows());
-  assert(dy.cols() == out && x.rows() == n && x.cols() == in);
+  assert(dy.cols() == out && (!dW || (x.rows() == n && x.cols() == in)));  // x serves only dW
   if (dx) {
     dx->resize(n, in);
     gemm_nn(dx->data(), dy.data(), W.data(), n, in, out, out, in, in, 1.0f, 0.0f);  // ∂(x·Wᵀ)/∂x = dy·W
@@ -29,15 +57,6 @@ void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, con
     gemm_tn(dW->data(), dy.data(), x.data(), out, in, n, out, in, in, 1.0f, 1.0f);  // Σ_rows dyᵀ x
   }
   if (db) *db += dy.colwise().sum().transpose();
-}
-
-void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, LrpScratch& s) {
-  const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
-  assert(x.cols() == in && b.size() == out);
-  s.wd = W.cast<double>();  // (out, in), exact
-  y.resize(n, out);
-  gemm_nt(y.data(), x.data(), s.wd.data(), n, out, in, in, in, out, 1.0, 0.0);  // x·Wᵀ
-  y.rowwise() += b.cast<double>().transpose();
 }
 
 namespace {

@@ -2,9 +2,10 @@
 // over the m scaled copies of one block's attention, the unbatched definition it is checked
 // against, the image map, head scores and pruning, and the attribution tree.
 //
-// The batched pass is a forward and backward pass of blocks l … L−1 on stacked (c·n, d) token
-// matrices (c copies of the n tokens); it records only what its backward needs (no parameter
-// gradients, so no layer inputs that serve only dW) and reads the float trace below block l.
+// The batched pass is a forward and backward pass of blocks l … L−1 (block.h) on stacked (c·n, d)
+// token matrices (c copies of the n tokens); it records only what its backward needs
+// (BlockRecord::backward: no parameter gradients, so no layer inputs that serve only dW) and
+// reads the float trace below block l.
 #include "vitlens/methods/attattr.h"
 
 #include <algorithm>
@@ -27,130 +28,46 @@ namespace {
 // one) when a block's trace would be larger.
 constexpr size_t kChunkFloats = size_t(1) << 20;
 
-// What the backward pass needs of one block of the stacked pass (R = c·n rows, copy k = rows
-// k·n … k·n + n − 1). Block l itself keeps only x_mid and fc1.
-struct StackedBlock {
-  Mat x;                  // (R, d)   block input
-  Vec mean1, rstd1;       // (R)
-  Mat qkv;                // (R, 3d)
-  std::vector<Mat> attn;  // (c·H) × (n, n), copy k head h at k·H + h
-  Mat x_mid;              // (R, d)
-  Vec mean2, rstd2;       // (R)
-  Mat fc1;                // (R, mlp) pre-activation
-};
-
 // Per-thread buffers, reused across blocks and chunks.
 struct Scratch {
-  std::vector<StackedBlock> blocks;  // index b − l
-  Mat ln, ctx, tmp, act, out;        // forward temporaries (R, ·)
-  Mat dout, dx_mid, dln, dact, dfc1, dctx, dqkv;  // backward (R, ·)
-  Mat S, dA, dS;                     // (n, n)
-  Mat cls, lnf, dlnf, dcls;          // (c, d) the CLS rows at the final LayerNorm
-  Vec mf, rf;                        // (c)
-  Mat dctx_sum;                      // (n, d) Σ over copies of ∂F/∂ctx_l
+  std::vector<BlockTrace> blocks;  // index b − l: blocks l … L−1 of the stacked copies
+  BlockScratch bs;
+  BlockGrads g;                    // one block's gradients, reused per block
+  Mat ctx;                         // (R, d) block l's scaled ctx, α_k·ctx_l per copy k
+  Mat out, dout;                   // (R, d) the stacked pass's output, ∂F/∂ of a block's output
+  Mat cls, lnf, dlnf, dcls;        // (c, d) the CLS rows at the final LayerNorm
+  Vec mf, rf;                      // (c)
+  Mat dctx_sum;                    // (n, d) Σ over copies of ∂F/∂ctx_l
 };
 
-// ctx (R, d) of the stacked attention: per copy k and head h, A = softmax(q·kᵀ/√d_h), ctx = A·v.
-void stacked_attention_forward(Mat& ctx, std::vector<Mat>& attn, Mat& S, const Mat& qkv, int copies,
-                               int n, int heads) {
-  const int d = int(qkv.cols()) / 3, dh = d / heads;
-  const float scale = 1.0f / std::sqrt(float(dh));
-  ctx.resize(qkv.rows(), d);
-  attn.resize(size_t(copies) * size_t(heads));
-  S.resize(n, n);
-  for (int k = 0; k < copies; ++k)
-    for (int h = 0; h < heads; ++h) {
-      const float* q = qkv.data() + ptrdiff_t(k) * n * 3 * d + h * dh;  // (n, dh) rows 3d apart
-      const float* key = q + d;
-      const float* v = q + 2 * d;
-      Mat& A = attn[size_t(k) * size_t(heads) + size_t(h)];
-      gemm_nt(S.data(), q, key, n, n, dh, 3 * d, 3 * d, n, scale, 0.0f);  // S = q·kᵀ/√d_h
-      softmax_rows(A, S);
-      gemm_nn(ctx.data() + ptrdiff_t(k) * n * d + h * dh, A.data(), v, n, dh, n, n, 3 * d, d, 1.0f, 0.0f);
-    }
-}
-
-// dqkv (R, 3d) from dctx (R, d): dA = dc·vᵀ, dv = Aᵀ·dc, dS = softmax′ᵀ dA, dq = dS·k/√d_h,
-// dk = dSᵀ·q/√d_h, per copy and head.
-void stacked_attention_backward(Mat& dqkv, Mat& dA, Mat& dS, const Mat& dctx, const Mat& qkv,
-                                const std::vector<Mat>& attn, int copies, int n, int heads) {
-  const int d = int(qkv.cols()) / 3, dh = d / heads;
-  const float scale = 1.0f / std::sqrt(float(dh));
-  dqkv.resize(qkv.rows(), 3 * d);
-  dA.resize(n, n);
-  for (int k = 0; k < copies; ++k)
-    for (int h = 0; h < heads; ++h) {
-      const ptrdiff_t o3 = ptrdiff_t(k) * n * 3 * d + h * dh;
-      const float* q = qkv.data() + o3;
-      const float* key = q + d;
-      const float* v = q + 2 * d;
-      float* dq = dqkv.data() + o3;
-      float* dk = dq + d;
-      float* dv = dq + 2 * d;
-      const float* dc = dctx.data() + ptrdiff_t(k) * n * d + h * dh;  // (n, dh) rows d apart
-      const Mat& A = attn[size_t(k) * size_t(heads) + size_t(h)];
-      gemm_nt(dA.data(), dc, v, n, n, dh, d, 3 * d, n, 1.0f, 0.0f);  // dA = dc·vᵀ
-      gemm_tn(dv, A.data(), dc, n, dh, n, n, d, 3 * d, 1.0f, 0.0f);  // dv = Aᵀ·dc
-      softmax_rows_backward(dS, dA, A);
-      gemm_nn(dq, dS.data(), key, n, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dq = dS·k/√d_h
-      gemm_tn(dk, dS.data(), q, n, dh, n, n, 3 * d, 3 * d, scale, 0.0f);    // dk = dSᵀ·q/√d_h
-    }
-}
-
-// The MLP half of a stacked block: out = x_mid + fc2(GELU(fc1(LN2(x_mid)))).
-void stacked_mlp_forward(Mat& out, StackedBlock& t, Scratch& s, const BlockParams& w, float eps) {
-  layernorm_forward(s.ln, t.mean2, t.rstd2, t.x_mid, w.norm2_w, w.norm2_b, eps);
-  linear_forward(t.fc1, s.ln, w.fc1_w, w.fc1_b);
-  gelu_forward(s.act, t.fc1);
-  linear_forward(out, s.act, w.fc2_w, w.fc2_b);
-  out += t.x_mid;
-}
-
-// dx_mid from dout through the MLP half and the second residual (dx = dy·W for each Linear).
-void stacked_mlp_backward(Scratch& s, const StackedBlock& t, const BlockParams& w) {
-  const int R = int(s.dout.rows()), d = int(s.dout.cols()), mlp = int(w.fc1_w.rows());
-  s.dact.resize(R, mlp);
-  gemm_nn(s.dact.data(), s.dout.data(), w.fc2_w.data(), R, mlp, d, d, mlp, mlp, 1.0f, 0.0f);
-  gelu_backward(s.dfc1, s.dact, t.fc1);
-  s.dln.resize(R, d);
-  gemm_nn(s.dln.data(), s.dfc1.data(), w.fc1_w.data(), R, d, mlp, mlp, d, d, 1.0f, 0.0f);
-  layernorm_backward(s.tmp, nullptr, nullptr, s.dln, t.x_mid, t.mean2, t.rstd2, w.norm2_w);
-  s.dx_mid = s.dout + s.tmp;
-}
-
-// Adds Σ_k ∂F(α_k·A_l)/∂ctx_l over the copies k = k0 … k0 + c − 1 to s.dctx_sum.
+// Adds Σ_k ∂F(α_k·A_l)/∂ctx_l over the copies k = k0 … k0 + c − 1 to s.dctx_sum: the blocks
+// from l's ctx up, stacked, recording only what their backward needs (BlockRecord::backward).
 void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int target, int k0, int copies,
-                   int steps, const Mat& proj) {
+                   int steps) {
   const Config& c = m.config;
   const Params& p = m.params;
-  const int n = c.tokens(), d = c.dim, L = c.depth, H = c.heads, R = copies * n;
+  const int n = c.tokens(), d = c.dim, L = c.depth, R = copies * n;
   const BlockTrace& bt = tr.blocks[size_t(l)];
   s.blocks.resize(size_t(L - l));
 
-  // Block l from its first residual: x_mid_k = x_l + α_k·ctx_l·Wprojᵀ + b_proj.
-  StackedBlock& first = s.blocks[0];
-  first.x_mid.resize(R, d);
+  // Block l from its ctx: (α_k·A_l)·v_l = α_k·ctx_l, on the block input x_l of every copy.
+  BlockTrace& first = s.blocks[0];
+  first.x.resize(R, d);
+  s.ctx.resize(R, d);
   for (int k = 0; k < copies; ++k) {
     const float alpha = float(k0 + k) / float(steps);
-    first.x_mid.middleRows(ptrdiff_t(k) * n, n) =
-        bt.x + alpha * proj + p.blocks[size_t(l)].proj_b.transpose().replicate(n, 1);
+    first.x.middleRows(ptrdiff_t(k) * n, n) = bt.x;
+    s.ctx.middleRows(ptrdiff_t(k) * n, n) = alpha * bt.ctx;
   }
-  Mat* x = &s.out;
-  stacked_mlp_forward(*x, first, s, p.blocks[size_t(l)], c.ln_eps);
+  block_output_forward(s.out, first, s.bs, s.ctx, p.blocks[size_t(l)], c, BlockRecord::backward);
   for (int b = l + 1; b < L; ++b) {
-    StackedBlock& t = s.blocks[size_t(b - l)];
-    const BlockParams& w = p.blocks[size_t(b)];
-    t.x.swap(*x);
-    layernorm_forward(s.ln, t.mean1, t.rstd1, t.x, w.norm1_w, w.norm1_b, c.ln_eps);
-    linear_forward(t.qkv, s.ln, w.qkv_w, w.qkv_b);
-    stacked_attention_forward(s.ctx, t.attn, s.S, t.qkv, copies, n, H);
-    linear_forward(s.tmp, s.ctx, w.proj_w, w.proj_b);
-    t.x_mid = t.x + s.tmp;
-    stacked_mlp_forward(*x, t, s, w, c.ln_eps);
+    BlockTrace& t = s.blocks[size_t(b - l)];
+    t.x.swap(s.out);
+    block_forward(s.out, t, s.bs, p.blocks[size_t(b)], c, copies, BlockRecord::backward);
   }
   // Final LayerNorm and head on the CLS rows; F_k = the target's probability of copy k.
   s.cls.resize(copies, d);
-  for (int k = 0; k < copies; ++k) s.cls.row(k) = x->row(ptrdiff_t(k) * n);
+  for (int k = 0; k < copies; ++k) s.cls.row(k) = s.out.row(ptrdiff_t(k) * n);
   layernorm_forward(s.lnf, s.mf, s.rf, s.cls, p.norm_w, p.norm_b, c.ln_eps);
   s.dlnf.resize(copies, d);
   for (int k = 0; k < copies; ++k) {
@@ -162,23 +79,12 @@ void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int targe
   for (int k = 0; k < copies; ++k) s.dout.row(ptrdiff_t(k) * n) = s.dcls.row(k);
 
   for (int b = L - 1; b > l; --b) {
-    const StackedBlock& t = s.blocks[size_t(b - l)];
-    const BlockParams& w = p.blocks[size_t(b)];
-    stacked_mlp_backward(s, t, w);
-    s.dctx.resize(R, d);
-    gemm_nn(s.dctx.data(), s.dx_mid.data(), w.proj_w.data(), R, d, d, d, d, d, 1.0f, 0.0f);
-    stacked_attention_backward(s.dqkv, s.dA, s.dS, s.dctx, t.qkv, t.attn, copies, n, H);
-    s.dln.resize(R, d);
-    gemm_nn(s.dln.data(), s.dqkv.data(), w.qkv_w.data(), R, d, 3 * d, 3 * d, d, d, 1.0f, 0.0f);
-    layernorm_backward(s.tmp, nullptr, nullptr, s.dln, t.x, t.mean1, t.rstd1, w.norm1_w);
-    s.dout = s.dx_mid + s.tmp;
+    block_backward(s.g, nullptr, s.dout, s.blocks[size_t(b - l)], p.blocks[size_t(b)], c, copies, false);
+    s.dout.swap(s.g.x);
   }
-  // Block l: ∂F/∂ctx_l = ∂F/∂x_mid·Wproj, summed over the copies.
-  const BlockParams& w = p.blocks[size_t(l)];
-  stacked_mlp_backward(s, first, w);
-  s.dctx.resize(R, d);
-  gemm_nn(s.dctx.data(), s.dx_mid.data(), w.proj_w.data(), R, d, d, d, d, d, 1.0f, 0.0f);
-  for (int k = 0; k < copies; ++k) s.dctx_sum += s.dctx.middleRows(ptrdiff_t(k) * n, n);
+  // Block l: ∂F/∂ctx_l, summed over the copies.
+  block_output_backward(s.g, nullptr, s.dout, first, p.blocks[size_t(l)], false);
+  for (int k = 0; k < copies; ++k) s.dctx_sum += s.g.ctx.middleRows(ptrdiff_t(k) * n, n);
 }
 
 // Block l's Attr: Σ_k ∂F/∂A_h = (Σ_k dctx_h)·v_hᵀ (ctx_h = A_h·v_h, v_h does not depend on α);
@@ -187,17 +93,16 @@ AttAttrBlock attattr_block(Scratch& s, const Model& m, const Trace& tr, int l, i
   const Config& c = m.config;
   const int n = c.tokens(), d = c.dim, L = c.depth, H = c.heads, dh = d / H, mlp = c.mlp_dim;
   const BlockTrace& bt = tr.blocks[size_t(l)];
-  const Mat proj = bt.ctx * m.params.blocks[size_t(l)].proj_w.transpose();  // (n, d) ctx_l·Wprojᵀ
 
   // Copies per chunk from the memory bound on the stacked trace.
-  size_t per_copy = size_t(n) * size_t(d + mlp + 2);
+  size_t per_copy = size_t(n) * size_t(2 * d + mlp + 2);
   per_copy += size_t(L - l - 1) * size_t(n) * size_t(5 * d + mlp + 4 + H * n);
   const int cap = int(std::max<size_t>(1, std::min<size_t>(size_t(steps), kChunkFloats / per_copy)));
   const int chunks = (steps + cap - 1) / cap;
   s.dctx_sum = Mat::Zero(n, d);
   for (int ch = 0; ch < chunks; ++ch) {
     const int k0 = int(int64_t(steps) * ch / chunks), k1 = int(int64_t(steps) * (ch + 1) / chunks);
-    attattr_chunk(s, m, tr, l, target, k0, k1 - k0, steps, proj);
+    attattr_chunk(s, m, tr, l, target, k0, k1 - k0, steps);
   }
   AttAttrBlock out;
   out.attr.resize(size_t(H));

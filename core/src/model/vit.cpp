@@ -13,9 +13,12 @@ namespace vitlens {
 
 namespace {
 
-const float* block_mask(const ForwardOptions& opt, const Config& c, int b) {
-  if (opt.head_mask.empty()) return nullptr;
-  return opt.head_mask.data() + size_t(b) * size_t(c.heads);
+// Block b's head mask and attention override from the forward options.
+BlockOptionsT<float> block_options(const ForwardOptions& opt, const Config& c, int b) {
+  BlockOptionsT<float> o;
+  if (!opt.head_mask.empty()) o.head_mask = opt.head_mask.data() + size_t(b) * size_t(c.heads);
+  if (opt.override_block == b) o.override_attn = opt.override_attn;
+  return o;
 }
 
 void check_options(const ForwardOptions& opt, const Config& c) {
@@ -59,21 +62,11 @@ void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions
 
   tr.blocks.resize(size_t(c.depth));
   tr.blocks[0].x = tr.tokens;
+  BlockScratch s;
   for (int b = 0; b < c.depth; ++b) {
-    BlockTrace& t = tr.blocks[size_t(b)];
-    const BlockParams& w = p.blocks[size_t(b)];
-    layernorm_forward(t.ln1, t.ln1_mean, t.ln1_rstd, t.x, w.norm1_w, w.norm1_b, c.ln_eps);
-    linear_forward(t.qkv, t.ln1, w.qkv_w, w.qkv_b);
-    attention_forward(t.ctx, t.scores, t.attn, t.qkv, c.heads, block_mask(opt, c, b),
-                      opt.override_block == b ? opt.override_attn : nullptr);
-    linear_forward(t.attn_out, t.ctx, w.proj_w, w.proj_b);
-    t.x_mid = t.x + t.attn_out;
-    layernorm_forward(t.ln2, t.ln2_mean, t.ln2_rstd, t.x_mid, w.norm2_w, w.norm2_b, c.ln_eps);
-    linear_forward(t.fc1, t.ln2, w.fc1_w, w.fc1_b);
-    gelu_forward(t.act, t.fc1);
-    linear_forward(t.mlp_out, t.act, w.fc2_w, w.fc2_b);
     Mat& out = (b + 1 < c.depth) ? tr.blocks[size_t(b) + 1].x : tr.x_final;
-    out = t.x_mid + t.mlp_out;
+    block_forward(out, tr.blocks[size_t(b)], s, p.blocks[size_t(b)], c, 1, BlockRecord::all,
+                  block_options(opt, c, b));
   }
   layernorm_forward(tr.ln_f, tr.lnf_mean, tr.lnf_rstd, tr.x_final, p.norm_w, p.norm_b, c.ln_eps);
   tr.logits = p.head_w * tr.ln_f.row(0).transpose() + p.head_b;
@@ -101,33 +94,10 @@ void vit_backward(Grads& g, Params* dp, const Model& m, const Trace& tr, const V
 
   g.blocks.resize(size_t(c.depth));
   const Mat* dout = &g.x_final;
-  Mat tmp;
   for (int b = c.depth - 1; b >= 0; --b) {
-    const BlockTrace& t = tr.blocks[size_t(b)];
-    const BlockParams& w = p.blocks[size_t(b)];
-    BlockParams* dw = dp ? &dp->blocks[size_t(b)] : nullptr;
     BlockGrads& gb = g.blocks[size_t(b)];
-    // x_out = x_mid + fc2(GELU(fc1(LN2(x_mid))))
-    gb.mlp_out = *dout;
-    linear_backward(&gb.act, dw ? &dw->fc2_w : nullptr, dw ? &dw->fc2_b : nullptr, gb.mlp_out,
-                    t.act, w.fc2_w);
-    gelu_backward(gb.fc1, gb.act, t.fc1);
-    linear_backward(&gb.ln2, dw ? &dw->fc1_w : nullptr, dw ? &dw->fc1_b : nullptr, gb.fc1, t.ln2,
-                    w.fc1_w);
-    layernorm_backward(tmp, dw ? &dw->norm2_w : nullptr, dw ? &dw->norm2_b : nullptr, gb.ln2,
-                       t.x_mid, t.ln2_mean, t.ln2_rstd, w.norm2_w);
-    gb.x_mid = *dout + tmp;
-    // x_mid = x + proj(attention(qkv(LN1(x))))
-    gb.attn_out = gb.x_mid;
-    linear_backward(&gb.ctx, dw ? &dw->proj_w : nullptr, dw ? &dw->proj_b : nullptr, gb.attn_out,
-                    t.ctx, w.proj_w);
-    attention_backward(gb.qkv, gb.scores, gb.attn, gb.ctx, t.qkv, t.attn, c.heads,
-                       block_mask(opt, c, b), opt.override_block == b);
-    linear_backward(&gb.ln1, dw ? &dw->qkv_w : nullptr, dw ? &dw->qkv_b : nullptr, gb.qkv, t.ln1,
-                    w.qkv_w);
-    layernorm_backward(tmp, dw ? &dw->norm1_w : nullptr, dw ? &dw->norm1_b : nullptr, gb.ln1, t.x,
-                       t.ln1_mean, t.ln1_rstd, w.norm1_w);
-    gb.x = gb.x_mid + tmp;
+    block_backward(gb, dp ? &dp->blocks[size_t(b)] : nullptr, *dout, tr.blocks[size_t(b)],
+                   p.blocks[size_t(b)], c, 1, true, block_options(opt, c, b));
     dout = &gb.x;
   }
   g.tokens = *dout;

@@ -43,22 +43,12 @@ void lrp_forward(TraceD& t, const Model& m, const Image& x) {
 
   t.blocks.resize(size_t(c.depth));
   t.blocks[0].x = t.tokens_nopos + p.pos_embed.cast<double>();
+  BlockScratchD bs;
   for (int b = 0; b < c.depth; ++b) {
-    BlockTraceD& bt = t.blocks[size_t(b)];
-    const BlockParams& w = p.blocks[size_t(b)];
-    layernorm_forward(bt.ln1, bt.ln1_rstd, bt.x, w.norm1_w, w.norm1_b, eps);
-    linear_forward(bt.qkv, bt.ln1, w.qkv_w, w.qkv_b, s);
-    attention_forward(bt.ctx, bt.attn, bt.qkv, c.heads);
-    linear_forward(bt.attn_out, bt.ctx, w.proj_w, w.proj_b, s);
-    bt.x_mid = bt.x + bt.attn_out;
-    layernorm_forward(bt.ln2, bt.ln2_rstd, bt.x_mid, w.norm2_w, w.norm2_b, eps);
-    linear_forward(bt.fc1, bt.ln2, w.fc1_w, w.fc1_b, s);
-    gelu_forward(bt.act, bt.fc1);
-    linear_forward(bt.mlp_out, bt.act, w.fc2_w, w.fc2_b, s);
     MatD& out = (b + 1 < c.depth) ? t.blocks[size_t(b) + 1].x : t.x_final;
-    out = bt.x_mid + bt.mlp_out;
+    block_forward(out, t.blocks[size_t(b)], bs, p.blocks[size_t(b)], c, 1, BlockRecord::relevance);
   }
-  layernorm_forward(t.ln_f, t.lnf_rstd, t.x_final, p.norm_w, p.norm_b, eps);
+  layernorm_forward(t.ln_f, t.lnf_mean, t.lnf_rstd, t.x_final, p.norm_w, p.norm_b, eps);
   t.logits = p.head_w.cast<double>() * t.ln_f.row(0).transpose() + p.head_b.cast<double>();
 }
 

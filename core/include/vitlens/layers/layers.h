@@ -3,6 +3,10 @@
 // Conventions (llm.c style): outputs first, then inputs, then weights, then the cache.
 // Backward functions ADD into parameter gradients (dW, db may be null to skip them) and
 // overwrite the input gradient.
+//
+// The forward passes the transformer block uses exist for float (the trace and the gradients) and
+// double (the relevance pass, see below), declared as two overloads and written once as a template
+// in the layer's file; the block itself (model/block.h) is written once on top of them.
 #pragma once
 
 #include <vector>
@@ -11,14 +15,26 @@
 
 namespace vitlens {
 
+// A row-major matrix / a vector of the scalar type T (float: Mat, Vec; double: MatD, VecD).
+template <typename T>
+using MatT = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using VecT = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+
 // y = x·Wᵀ + b.  x (n, in), W (out, in), b (out) → y (n, out)
 void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b);
-// dx = dy·W; dW += dyᵀ·x; db += Σ_rows dy
+// The same from the float weights in float or double; in double, W is cast into wbuf (capacity
+// kept between calls; the products run in double, gemm.h). In float, wbuf is not touched.
+void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b, Mat& wbuf);
+void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, MatD& wbuf);
+// dx = dy·W; dW += dyᵀ·x; db += Σ_rows dy  (x is read only for dW)
 void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W);
 
 // y = (x − μ)·rstd ⊙ γ + β per row; records μ and rstd = 1/√(var + eps).
 void layernorm_forward(Mat& y, Vec& mean, Vec& rstd, const Mat& x, const Vec& w, const Vec& b,
                        float eps);
+void layernorm_forward(MatD& y, VecD& mean, VecD& rstd, const MatD& x, const Vec& w, const Vec& b,
+                       double eps);
 void layernorm_backward(Mat& dx, Vec* dw, Vec* db, const Mat& dy, const Mat& x, const Vec& mean,
                         const Vec& rstd, const Vec& w);
 
@@ -26,24 +42,36 @@ void layernorm_backward(Mat& dx, Vec* dw, Vec* db, const Mat& dy, const Mat& x, 
 float gelu(float x);
 float gelu_grad(float x);  // Φ(x) + x·φ(x)
 void gelu_forward(Mat& y, const Mat& x);
+void gelu_forward(MatD& y, const MatD& x);  // with std::erf (the relevance pass's forward)
 void gelu_backward(Mat& dx, const Mat& dy, const Mat& x);
 
-// Row-wise softmax in place-safe form: p = softmax(s) per row.
+// Row-wise softmax in place-safe form: p = softmax(s) per row (p may be s).
 void softmax_rows(Mat& p, const Mat& s);
+void softmax_rows(MatD& p, const MatD& s);
 // ds = p ⊙ (dp − Σ_j dp⊙p) per row
 void softmax_rows_backward(Mat& ds, const Mat& dp, const Mat& p);
 
-// Multi-head self-attention core (between the qkv and proj linears), per head h:
+// Multi-head self-attention core (between the qkv and proj linears), per copy k and head h:
 //   S_h = q_h·k_hᵀ/√d_h,  A_h = m_h · softmax(S_h),  ctx_h = A_h·v_h.
-// head_mask (H values 0 or 1) may be null. If override_attn is not null, A_h is taken from it
-// instead (S is still recorded) and the backward pass does not reach q and k.
+// qkv (c·n, 3d) holds `copies` = c independent copies of n tokens (copy k = rows k·n … k·n+n−1;
+// one copy: the plain forward); ctx (c·n, d); attn (c·H) × (n, n), copy k head h at k·H + h.
+// scores (same layout) records S when keep_scores; otherwise S is formed in attn and not kept.
+// head_mask (H values 0 or 1, for every copy) may be null. If override_attn (H × (n, n), for
+// every copy) is not null, A_h is taken from it instead and the backward pass does not reach q
+// and k.
 void attention_forward(Mat& ctx, std::vector<Mat>& scores, std::vector<Mat>& attn, const Mat& qkv,
-                       int heads, const float* head_mask, const std::vector<Mat>* override_attn);
+                       int heads, const float* head_mask, const std::vector<Mat>* override_attn,
+                       int copies = 1, bool keep_scores = true);
+void attention_forward(MatD& ctx, std::vector<MatD>& scores, std::vector<MatD>& attn,
+                       const MatD& qkv, int heads, const float* head_mask,
+                       const std::vector<MatD>* override_attn, int copies = 1,
+                       bool keep_scores = true);
 // dA_h = dctx_h·v_hᵀ, dv_h = A_hᵀ·dctx_h, dS_h = softmax′ᵀ dA_h (0 for masked or overridden heads),
-// dq_h = dS_h·k_h/√d_h, dk_h = dS_hᵀ·q_h/√d_h.
+// dq_h = dS_h·k_h/√d_h, dk_h = dS_hᵀ·q_h/√d_h. Layouts as in the forward; with keep = false,
+// dscores and dattn hold only one (n, n) matrix each (reused per copy and head).
 void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& dattn,
                         const Mat& dctx, const Mat& qkv, const std::vector<Mat>& attn, int heads,
-                        const float* head_mask, bool overridden);
+                        const float* head_mask, bool overridden, int copies = 1, bool keep = true);
 
 // Patches of x as rows (row-major over the grid), each flattened (C, p, p).
 void im2col(Mat& patches, const Image& x, int patch);
@@ -103,7 +131,7 @@ enum class LinearRule {
   alpha1beta0,  // LRP-αβ, α=1 β=0, one shared denominator, bias ignored (Bach 2015; Chefer 2021)
   epsilon,      // LRP-ε with the bias in the denominator (Bach 2015; AttnLRP)
 };
-// y = x·Wᵀ + b in double.  x (n, in), W (out, in) → y (n, out)
+// y = x·Wᵀ + b in double (W cast into s.wd).  x (n, in), W (out, in) → y (n, out)
 void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, LrpScratch& s);
 // R_in (n, in) from R (n, out); x the layer input, y = x·Wᵀ + b its output (both from the double
 // forward).
@@ -114,17 +142,10 @@ enum class LayerNormRule {
   identity,          // Chefer 2021: relevance passes unchanged
   epsilon_centring,  // AttnLRP: ε rule through the mean-centring, 1/std and γ constant
 };
-void layernorm_forward(MatD& y, VecD& rstd, const MatD& x, const Vec& w, const Vec& b, double eps);
 // x (n, d) the input, y (n, d) the output, rstd (n) from the forward.
 void layernorm_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const VecD& rstd,
                          const Vec& w, LayerNormRule rule);
 
-// GELU in double (relevance passes unchanged through GELU in both rule sets).
-void gelu_forward(MatD& y, const MatD& x);
-
-void softmax_rows(MatD& p, const MatD& s);
-// The attention core in double: A_h = softmax(q_h·k_hᵀ/√d_h), ctx_h = A_h·v_h.
-void attention_forward(MatD& ctx, std::vector<MatD>& attn, const MatD& qkv, int heads);
 
 enum class ProductRule {
   halved,        // Chefer 2021: S = R/Z per operand, both results halved

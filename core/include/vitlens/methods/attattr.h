@@ -8,9 +8,9 @@
 // sigmoid, per Config::output).
 //
 // Batching: the blocks below l are the same for every α, so the trace is reused up to block l;
-// since ctx_l = (α·A_l)·v_l = α·ctx_l, the m scaled copies start at block l's first residual and run
-// stacked as (c·n)-row matrices through the rest of block l and the blocks above, forward and
-// backward (c copies per chunk, chunks sized to bound memory). ∂F/∂A_l,h = dctx_h·v_hᵀ is linear in
+// since ctx_l = (α·A_l)·v_l = α·ctx_l, the m scaled copies start at block l's ctx and run stacked
+// as (c·n)-row matrices through the rest of block l and the blocks above (the one block of
+// model/block.h), forward and backward (c copies per chunk, chunks sized to bound memory). ∂F/∂A_l,h = dctx_h·v_hᵀ is linear in
 // dctx, so the copies' dctx are summed before the one product with vᵀ.
 #pragma once
 

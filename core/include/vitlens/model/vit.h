@@ -8,35 +8,18 @@
 
 #include <vector>
 
+#include "vitlens/model/block.h"
 #include "vitlens/model/model.h"
 #include "vitlens/tensor/tensor.h"
 
 namespace vitlens {
-
-struct BlockTrace {
-  Mat x;                    // (n, d)    block input x_b
-  Mat ln1;                  // (n, d)    LN1(x_b)
-  Vec ln1_mean, ln1_rstd;   // (n)
-  Mat qkv;                  // (n, 3d)   q | k | v; head h uses columns h·d_h … (h+1)·d_h−1 of each
-  std::vector<Mat> scores;  // H × (n, n) q·kᵀ/√d_h (pre-softmax)
-  std::vector<Mat> attn;    // H × (n, n) A_b as used (after head mask / override)
-  Mat ctx;                  // (n, d)    concat_h A_h·v_h
-  Mat attn_out;             // (n, d)    ctx·Wprojᵀ + bproj
-  Mat x_mid;                // (n, d)    x' = x_b + attn_out
-  Mat ln2;                  // (n, d)
-  Vec ln2_mean, ln2_rstd;   // (n)
-  Mat fc1;                  // (n, mlp)  pre-activation h
-  Mat act;                  // (n, mlp)  GELU(h)
-  Mat mlp_out;              // (n, d)
-  // the block output x_{b+1} is the next block's x (or Trace::x_final)
-};
 
 struct Trace {
   Image input;              // (C, H, W) normalised
   Mat patches;              // (P, C·p·p) im2col of the input, row-major patches
   Mat embed;                // (P, d)    patch_embed(x)
   Mat tokens;               // (n, d)    E0 = [cls; embed] + pos_embed
-  std::vector<BlockTrace> blocks;  // (L)
+  std::vector<BlockTrace> blocks;  // (L) one copy each, BlockRecord::all
   Mat x_final;              // (n, d)    output of the last block
   Mat ln_f;                 // (n, d)    final LN
   Vec lnf_mean, lnf_rstd;   // (n)
@@ -54,12 +37,6 @@ struct ForwardOptions {
 };
 
 void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions& opt = {});
-
-struct BlockGrads {
-  Mat x, ln1, qkv;
-  std::vector<Mat> scores, attn;  // H × (n, n): ∂/∂scores, ∂/∂A
-  Mat ctx, attn_out, x_mid, ln2, fc1, act, mlp_out;
-};
 
 struct Grads {
   Image input;              // (C, H, W) ∂/∂x (normalised input)

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "vitlens/layers/layers.h"
+#include "vitlens/model/block.h"
 #include "vitlens/model/model.h"
 #include "vitlens/tensor/tensor.h"
 
@@ -47,23 +48,8 @@ extern const LrpRules kCheferRules;
 // on 2Z, the softmax Taylor rule, ε through the LayerNorm centring, the logit as seed.
 extern const LrpRules kAttnLrpRules;
 
-// The forward pass in double precision: what the relevance rules read.
-struct BlockTraceD {
-  MatD x;                  // (n, d)   block input x_b
-  MatD ln1;                // (n, d)
-  VecD ln1_rstd;           // (n)
-  MatD qkv;                // (n, 3d)
-  std::vector<MatD> attn;  // H × (n, n) post-softmax
-  MatD ctx;                // (n, d)
-  MatD attn_out;           // (n, d)
-  MatD x_mid;              // (n, d)   x_b + attn_out
-  MatD ln2;                // (n, d)
-  VecD ln2_rstd;           // (n)
-  MatD fc1;                // (n, mlp) pre-activation
-  MatD act;                // (n, mlp) GELU(fc1)
-  MatD mlp_out;            // (n, d)
-};
-
+// The forward pass in double precision: what the relevance rules read (the blocks recorded with
+// BlockRecord::relevance, block.h).
 struct TraceD {
   MatD patches;       // (P, C·p·p)
   MatD embed;         // (P, d)   patches·Wᵀ + b
@@ -71,7 +57,7 @@ struct TraceD {
   std::vector<BlockTraceD> blocks;  // (L); block b+1's x is block b's output
   MatD x_final;       // (n, d)
   MatD ln_f;          // (n, d)
-  VecD lnf_rstd;      // (n)
+  VecD lnf_mean, lnf_rstd;  // (n)
   VecD logits;        // (classes)
 };
 

@@ -1,0 +1,107 @@
+// block.cpp — the transformer block, written once (see block.h): the forward as one template for
+// float and double over stacked copies, and the float backward.
+#include "vitlens/model/block.h"
+
+#include <cassert>
+
+#include "vitlens/layers/layers.h"
+
+namespace vitlens {
+
+namespace {
+
+// Where an activation goes: the trace when `rec` keeps it, else the scratch.
+template <typename M>
+M& kept(BlockRecord rec, M& in_trace, M& in_scratch) {
+  return rec == BlockRecord::backward ? in_scratch : in_trace;
+}
+
+}  // namespace
+
+template <typename T>
+void block_attention_forward(MatT<T>& ctx, BlockTraceT<T>& t, BlockScratchT<T>& s,
+                             const BlockParams& w, const Config& c, int copies, BlockRecord rec,
+                             const BlockOptionsT<T>& opt) {
+  assert(t.x.rows() % copies == 0 && t.x.cols() == c.dim);
+  MatT<T>& ln1 = kept(rec, t.ln1, s.ln);
+  layernorm_forward(ln1, t.ln1_mean, t.ln1_rstd, t.x, w.norm1_w, w.norm1_b, T(c.ln_eps));
+  linear_forward(t.qkv, ln1, w.qkv_w, w.qkv_b, s.w);
+  attention_forward(ctx, t.scores, t.attn, t.qkv, c.heads, opt.head_mask, opt.override_attn,
+                    copies, rec == BlockRecord::all);
+}
+
+template <typename T>
+void block_output_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const MatT<T>& ctx,
+                          const BlockParams& w, const Config& c, BlockRecord rec) {
+  MatT<T>& attn_out = kept(rec, t.attn_out, s.attn_out);
+  linear_forward(attn_out, ctx, w.proj_w, w.proj_b, s.w);
+  t.x_mid = t.x + attn_out;
+  MatT<T>& ln2 = kept(rec, t.ln2, s.ln);
+  layernorm_forward(ln2, t.ln2_mean, t.ln2_rstd, t.x_mid, w.norm2_w, w.norm2_b, T(c.ln_eps));
+  linear_forward(t.fc1, ln2, w.fc1_w, w.fc1_b, s.w);
+  MatT<T>& act = kept(rec, t.act, s.act);
+  gelu_forward(act, t.fc1);
+  MatT<T>& mlp_out = kept(rec, t.mlp_out, s.mlp_out);
+  linear_forward(mlp_out, act, w.fc2_w, w.fc2_b, s.w);
+  out = t.x_mid + mlp_out;
+}
+
+template <typename T>
+void block_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const BlockParams& w,
+                   const Config& c, int copies, BlockRecord rec, const BlockOptionsT<T>& opt) {
+  assert(&out != &t.x);
+  MatT<T>& ctx = kept(rec, t.ctx, s.ctx);
+  block_attention_forward(ctx, t, s, w, c, copies, rec, opt);
+  block_output_forward(out, t, s, ctx, w, c, rec);
+}
+
+template void block_forward(Mat&, BlockTrace&, BlockScratch&, const BlockParams&, const Config&,
+                            int, BlockRecord, const BlockOptionsT<float>&);
+template void block_forward(MatD&, BlockTraceD&, BlockScratchD&, const BlockParams&, const Config&,
+                            int, BlockRecord, const BlockOptionsT<double>&);
+template void block_attention_forward(Mat&, BlockTrace&, BlockScratch&, const BlockParams&,
+                                      const Config&, int, BlockRecord, const BlockOptionsT<float>&);
+template void block_attention_forward(MatD&, BlockTraceD&, BlockScratchD&, const BlockParams&,
+                                      const Config&, int, BlockRecord, const BlockOptionsT<double>&);
+template void block_output_forward(Mat&, BlockTrace&, BlockScratch&, const Mat&, const BlockParams&,
+                                   const Config&, BlockRecord);
+template void block_output_forward(MatD&, BlockTraceD&, BlockScratchD&, const MatD&,
+                                   const BlockParams&, const Config&, BlockRecord);
+
+// out = x' + fc2(GELU(fc1(LN2(x')))), x' = x + proj(ctx): each Linear dx = dy·W, and x' receives
+// the residual's gradient plus LN2's.
+void block_output_backward(BlockGrads& g, BlockParams* dw, const Mat& dout, const BlockTrace& t,
+                           const BlockParams& w, bool keep) {
+  assert(!dw || t.act.rows() == t.fc1.rows());  // dW needs the layer inputs: BlockRecord::all
+  if (keep) g.mlp_out = dout;
+  linear_backward(&g.act, dw ? &dw->fc2_w : nullptr, dw ? &dw->fc2_b : nullptr, dout, t.act, w.fc2_w);
+  gelu_backward(g.fc1, g.act, t.fc1);
+  linear_backward(&g.ln2, dw ? &dw->fc1_w : nullptr, dw ? &dw->fc1_b : nullptr, g.fc1, t.ln2, w.fc1_w);
+  layernorm_backward(g.x_mid, dw ? &dw->norm2_w : nullptr, dw ? &dw->norm2_b : nullptr, g.ln2,
+                     t.x_mid, t.ln2_mean, t.ln2_rstd, w.norm2_w);
+  g.x_mid += dout;
+  if (keep) g.attn_out = g.x_mid;
+  linear_backward(&g.ctx, dw ? &dw->proj_w : nullptr, dw ? &dw->proj_b : nullptr, g.x_mid, t.ctx,
+                  w.proj_w);
+}
+
+// x' = x + proj(attention(qkv(LN1(x)))): x receives the residual's gradient plus LN1's.
+void block_attention_backward(BlockGrads& g, BlockParams* dw, const BlockTrace& t,
+                              const BlockParams& w, const Config& c, int copies, bool keep,
+                              const BlockOptionsT<float>& opt) {
+  attention_backward(g.qkv, g.scores, g.attn, g.ctx, t.qkv, t.attn, c.heads, opt.head_mask,
+                     opt.override_attn != nullptr, copies, keep);
+  linear_backward(&g.ln1, dw ? &dw->qkv_w : nullptr, dw ? &dw->qkv_b : nullptr, g.qkv, t.ln1, w.qkv_w);
+  layernorm_backward(g.x, dw ? &dw->norm1_w : nullptr, dw ? &dw->norm1_b : nullptr, g.ln1, t.x,
+                     t.ln1_mean, t.ln1_rstd, w.norm1_w);
+  g.x += g.x_mid;
+}
+
+void block_backward(BlockGrads& g, BlockParams* dw, const Mat& dout, const BlockTrace& t,
+                    const BlockParams& w, const Config& c, int copies, bool keep,
+                    const BlockOptionsT<float>& opt) {
+  block_output_backward(g, dw, dout, t, w, keep);
+  block_attention_backward(g, dw, t, w, c, copies, keep, opt);
+}
+
+}  // namespace vitlens
