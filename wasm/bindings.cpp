@@ -667,6 +667,9 @@ val option_spec_to_js(const OptionSpec& s, const MethodInfo& method) {
     for (const MethodInfo& m : method_registry())
       if (&m != &method) choices.call<void>("push", std::string(m.name));
   o.set("choices", choices);
+  val choice_help = val::array();
+  for (const std::string& h : s.choice_help) choice_help.call<void>("push", h);
+  o.set("choiceHelp", choice_help);
   const bool numeric = s.kind == OptionKind::integer || s.kind == OptionKind::number;
   if (numeric) {
     bound_to_js(o, "min", s.min);
@@ -727,6 +730,8 @@ val methods_js() {
     o.set("conserves", m.conserves);
     o.set("nativePixels", m.native_pixels);
     o.set("longRunning", m.long_running);
+    o.set("stepFormula", std::string(m.step_formula));
+    o.set("featured", m.featured);
     out.call<void>("push", o);
   }
   return out;

@@ -68,6 +68,8 @@ export interface OptionSpec {
   kind: "integer" | "number" | "flag" | "choice" | "method" | "image";
   /** choice: the accepted strings; method: the methods it may name; otherwise empty. */
   choices: string[];
+  /** choice: what each choice stands for (norm-based stages: the decomposition's formula), or empty. */
+  choiceHelp: string[];
   /** integer / number: the closed range; null when it depends on the model, then minOf / maxOf names it
    * ("lastBlock" = info().depth − 1, "lastClass" = info().classes − 1). null for other kinds. */
   min: number | null;
@@ -121,6 +123,10 @@ export interface MethodInfo {
   nativePixels: boolean;
   /** Many passes (integrated gradients, smoothgrad, attattr): reports progress, can be cancelled. */
   longRunning: boolean;
+  /** The factor the method multiplies per block (rollout-like methods), for teaching views; "" otherwise. */
+  stepFormula: string;
+  /** The method a front end opens with (one in the registry). */
+  featured: boolean;
 }
 
 /**

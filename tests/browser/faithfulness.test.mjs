@@ -6,21 +6,11 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { loadVitlens } from '../node/support.mjs';
+import { loadVitlens, toRGBA } from '../node/support.mjs';
 import { currentExplanation, exportNpy, launch, modelsDir, openApp, selectMethod, skipReason } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the faithfulness view in chromium', { skip }, () => {});
-
-// decodeImage gives 1, 3 or 4 channels; prepareRGBA takes RGBA.
-function toRGBA({ width, height, channels, data }) {
-  const out = new Uint8Array(width * height * 4);
-  for (let p = 0; p < width * height; p++) {
-    for (let k = 0; k < 3; k++) out[p * 4 + k] = data[p * channels + (channels >= 3 ? k : 0)];
-    out[p * 4 + 3] = channels === 4 ? data[p * 4 + 3] : 255;
-  }
-  return out;
-}
 
 describe('the faithfulness view', { skip }, () => {
   let env;

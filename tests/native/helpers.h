@@ -37,6 +37,18 @@ inline void fill_random(float* p, size_t n, uint64_t seed, float a = 1.0f) {
   }
 }
 
+// A (rows, cols) matrix or an n-vector of fill_random values.
+inline Mat random_mat(int rows, int cols, uint64_t seed, float a = 1.0f) {
+  Mat m(rows, cols);
+  fill_random(m.data(), size_t(m.size()), seed, a);
+  return m;
+}
+inline Vec random_vec(int n, uint64_t seed, float a = 1.0f) {
+  Vec v(n);
+  fill_random(v.data(), size_t(v.size()), seed, a);
+  return v;
+}
+
 // Directional-derivative check: for a few random directions u, compares
 // (f(x + h·u) − f(x − h·u)) / 2h with ⟨grad, u⟩. Returns the worst relative error.
 inline double check_directional(const std::function<double()>& f, float* x, size_t n, const float* grad,

@@ -7,19 +7,11 @@
 using namespace vitlens;
 using vitlens::test::check_directional;
 using vitlens::test::fill_random;
+using vitlens::test::random_mat;
+using vitlens::test::random_vec;
 
 namespace {
 
-Mat random_mat(int r, int c, uint64_t seed, float a = 1.0f) {
-  Mat m(r, c);
-  fill_random(m.data(), size_t(m.size()), seed, a);
-  return m;
-}
-Vec random_vec(int n, uint64_t seed, float a = 1.0f) {
-  Vec v(n);
-  fill_random(v.data(), size_t(v.size()), seed, a);
-  return v;
-}
 double dot(const Mat& a, const Mat& b) { return (a.cast<double>().array() * b.cast<double>().array()).sum(); }
 
 }  // namespace

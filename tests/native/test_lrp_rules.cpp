@@ -32,6 +32,8 @@
 
 using namespace vitlens;
 using vitlens::test::fill_random;
+using vitlens::test::random_mat;
+using vitlens::test::random_vec;
 
 namespace {
 
@@ -44,16 +46,6 @@ MatD random_matd(int rows, int cols, uint64_t seed, float a = 1.0f) {
   Mat m(rows, cols);
   fill_random(m.data(), size_t(m.size()), seed, a);
   return m.cast<double>();
-}
-Mat random_mat(int rows, int cols, uint64_t seed, float a = 1.0f) {
-  Mat m(rows, cols);
-  fill_random(m.data(), size_t(m.size()), seed, a);
-  return m;
-}
-Vec random_vec(int n, uint64_t seed, float a = 1.0f) {
-  Vec v(n);
-  fill_random(v.data(), size_t(v.size()), seed, a);
-  return v;
 }
 
 // Sets every k-th entry, from `first`, to exactly 0.
@@ -171,6 +163,21 @@ void make_linear_case(const LinearCase& c, MatD& x, Mat& W, Vec& b, MatD& r) {
   }
   r = keep_first_rows(r, c.r_rows);
   if (c.hole) r.row(1).setZero();
+}
+
+// One case run through the engine's rule: the inputs, the double forward y and R_in.
+struct LinearRun {
+  MatD x, r, y, r_in;
+  Mat W;
+  Vec b;
+};
+LinearRun run_linear_case(const LinearCase& c, LinearRule rule) {
+  LinearRun t;
+  make_linear_case(c, t.x, t.W, t.b, t.r);
+  t.y = ref_linear_forward(t.x, t.W, t.b);
+  LrpScratch s;
+  linear_relevance(t.r_in, t.r, t.x, t.y, t.W, t.b, rule, s);
+  return t;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -402,16 +409,10 @@ const PatchCase kPatchCases[] = {
 TEST_CASE("linear α1β0: the explicit Σ z⁺/Σz⁺ formula, and conservation where Z ≠ 0", "[lrp-rules]") {
   for (const LinearCase& c : kLinearCases) {
     INFO(c.what << " (n " << c.n << ", in " << c.in << ", out " << c.out << ")");
-    MatD x, r;
-    Mat W;
-    Vec b;
-    make_linear_case(c, x, W, b, r);
-    const MatD y = ref_linear_forward(x, W, b);
-    LrpScratch s;
-    MatD r_in;
-    linear_relevance(r_in, r, x, y, W, b, LinearRule::alpha1beta0, s);
+    const LinearRun t = run_linear_case(c, LinearRule::alpha1beta0);
+    const MatD &x = t.x, &r = t.r, &r_in = t.r_in;
     MatD Z;
-    const MatD ref = ref_linear_alpha1beta0(r, x, W, &Z);
+    const MatD ref = ref_linear_alpha1beta0(r, x, t.W, &Z);
     CHECK(rel_err(r_in, ref) <= 1e-5);  // S rounded to float (header)
     CHECK(rows_zero_from(r_in, c.r_rows));
     // Σ_j R_ij = Σ_o R_io·Z_io/(Z_io + 1e-9): R is kept wherever Z ≠ 0 (the bias is ignored, so
@@ -423,6 +424,20 @@ TEST_CASE("linear α1β0: the explicit Σ z⁺/Σz⁺ formula, and conservation 
     CHECK(std::fabs(r_in.sum() - kept) <= 1e-5 * abs_sum(r));
     if (!c.zeros) CHECK(std::fabs(kept - r.sum()) <= 1e-7 * abs_sum(r));  // no Z = 0 without zeros
   }
+}
+
+// Two outputs, every contribution to output 0 ≤ 0 in every row: Z_0 = 0, its R is dropped and
+// output 1's arrives whole.
+static void check_output_0_dropped(const MatD& x, const Mat& W, const Vec& b, const MatD& r) {
+  const MatD y = ref_linear_forward(x, W, b);
+  LrpScratch s;
+  MatD r_in;
+  linear_relevance(r_in, r, x, y, W, b, LinearRule::alpha1beta0, s);
+  MatD Z;
+  const MatD ref = ref_linear_alpha1beta0(r, x, W, &Z);
+  for (Eigen::Index i = 0; i < x.rows(); ++i) REQUIRE(Z(i, 0) == 0.0);
+  CHECK(rel_err(r_in, ref) <= 1e-5);  // S rounded to float
+  CHECK(std::fabs(r_in.sum() - r.col(1).sum()) <= 1e-6 * abs_sum(r));
 }
 
 TEST_CASE("linear α1β0: an output whose contributions are all ≤ 0 has Z = 0 and passes nothing",
@@ -441,16 +456,7 @@ TEST_CASE("linear α1β0: an output whose contributions are all ≤ 0 has Z = 0 
   MatD r(2, 2);
   r << 1.0, -0.5,  //
       0.25, 2.0;
-  const MatD y = ref_linear_forward(x, W, b);
-  LrpScratch s;
-  MatD r_in;
-  linear_relevance(r_in, r, x, y, W, b, LinearRule::alpha1beta0, s);
-  MatD Z;
-  const MatD ref = ref_linear_alpha1beta0(r, x, W, &Z);
-  REQUIRE(Z(0, 0) == 0.0);
-  REQUIRE(Z(1, 0) == 0.0);
-  CHECK(rel_err(r_in, ref) <= 1e-5);  // S rounded to float
-  CHECK(std::fabs(r_in.sum() - r.col(1).sum()) <= 1e-6 * abs_sum(r));  // only output 1's R arrives
+  check_output_0_dropped(x, W, b, r);
 }
 
 TEST_CASE("linear α1β0: Z = 0 by signs, with values not exact in float",
@@ -469,29 +475,15 @@ TEST_CASE("linear α1β0: Z = 0 by signs, with values not exact in float",
   b << 0.125f, -0.25f;
   MatD r(1, 2);
   r << 0.25, 2.0;
-  const MatD y = ref_linear_forward(x, W, b);
-  LrpScratch s;
-  MatD r_in;
-  linear_relevance(r_in, r, x, y, W, b, LinearRule::alpha1beta0, s);
-  MatD Z;
-  const MatD ref = ref_linear_alpha1beta0(r, x, W, &Z);
-  REQUIRE(Z(0, 0) == 0.0);
-  CHECK(rel_err(r_in, ref) <= 1e-5);  // S rounded to float
-  CHECK(std::fabs(r_in.sum() - r(0, 1)) <= 1e-6 * abs_sum(r));  // only output 1's R arrives
+  check_output_0_dropped(x, W, b, r);
 }
 
 TEST_CASE("linear ε: the explicit Σ z·R/stab(y) formula, bias in the denominator", "[lrp-rules]") {
   for (const LinearCase& c : kLinearCases) {
     INFO(c.what << " (n " << c.n << ", in " << c.in << ", out " << c.out << ")");
-    MatD x, r;
-    Mat W;
-    Vec b;
-    make_linear_case(c, x, W, b, r);
-    const MatD y = ref_linear_forward(x, W, b);
-    LrpScratch s;
-    MatD r_in;
-    linear_relevance(r_in, r, x, y, W, b, LinearRule::epsilon, s);
-    const MatD ref = ref_linear_epsilon(r, x, W, y);
+    const LinearRun t = run_linear_case(c, LinearRule::epsilon);
+    const MatD &x = t.x, &r = t.r, &y = t.y, &r_in = t.r_in;
+    const MatD ref = ref_linear_epsilon(r, x, t.W, y);
     CHECK(rel_err(r_in, ref) <= 1e-5);  // S rounded to float (header)
     CHECK(rows_zero_from(r_in, c.r_rows));
     // Not conservative: the bias absorbs Σ b_o·R_io/stab(y_io), the stabiliser the rest:
@@ -499,7 +491,7 @@ TEST_CASE("linear ε: the explicit Σ z·R/stab(y) formula, bias in the denomina
     double expected = 0.0;
     for (Eigen::Index i = 0; i < r.rows(); ++i)
       for (Eigen::Index o = 0; o < r.cols(); ++o)
-        expected += r(i, o) * (y(i, o) - double(b[o])) / ref_stab(y(i, o));
+        expected += r(i, o) * (y(i, o) - double(t.b[o])) / ref_stab(y(i, o));
     CHECK(std::fabs(r_in.sum() - expected) <= 1e-5 * abs_sum(ref));  // float S, summed
   }
 }

@@ -10,22 +10,12 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 
 import { expectationFor, makeCatalogue } from '../catalogue/catalogue.mjs';
-import { loadVitlens, loadVitlensMt, readNpy, tmpDir } from './support.mjs';
+import { loadVitlens, loadVitlensMt, readNpy, tmpDir, toRGBA } from './support.mjs';
 
 const dir = tmpDir();
 const { cases, base } = makeCatalogue(dir);
 const at = (name) => path.join(dir, name);
 const bytesOf = (name) => new Uint8Array(fs.readFileSync(at(name)));
-
-// decodeImage gives 1, 3 or 4 channels; prepareRGBA takes RGBA.
-function toRGBA({ width, height, channels, data }) {
-  const out = new Uint8Array(width * height * 4);
-  for (let p = 0; p < width * height; p++) {
-    for (let k = 0; k < 3; k++) out[p * 4 + k] = data[p * channels + (channels >= 3 ? k : 0)];
-    out[p * 4 + 3] = channels === 4 ? data[p * 4 + 3] : 255;
-  }
-  return out;
-}
 
 // Runs f on an input prepared by `make` and deletes the input (also when f throws).
 function withInput(make, f) {

@@ -7,26 +7,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
 
-import { loadVitlens, nativeCli, readNpy, repo, tmpDir } from './support.mjs';
+import { fixtureModel, loadVitlens, nativeCli, readNpy, repo, tmpDir, toRGBA } from './support.mjs';
 
 const engine = path.join(repo, 'tests/fixtures/engine');
 const scenesModel = path.join(repo, 'models/vitlens-scenes.vitl');
-
-function fixtureModel(vl, shape) {
-  const dir = path.join(engine, shape);
-  return vl.Model.fromSafetensors(new Uint8Array(fs.readFileSync(path.join(dir, 'model_timm.safetensors'))),
-    fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
-}
-
-// decodeImage gives 1, 3 or 4 channels; prepareRGBA takes RGBA.
-function toRGBA({ width, height, channels, data }) {
-  const out = new Uint8Array(width * height * 4);
-  for (let p = 0; p < width * height; p++) {
-    for (let k = 0; k < 3; k++) out[p * 4 + k] = data[p * channels + (channels >= 3 ? k : 0)];
-    out[p * 4 + 3] = channels === 4 ? data[p * 4 + 3] : 255;
-  }
-  return out;
-}
 
 function preparePng(vl, model, file) {
   const img = vl.decodeImage(new Uint8Array(fs.readFileSync(file)));

@@ -6,16 +6,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
 
-import { loadVitlens, maxRelError, nativeCli, readNpy, repo, tmpDir } from './support.mjs';
+import { fixtureModel, loadVitlens, maxRelError, nativeCli, readNpy, repo, tmpDir } from './support.mjs';
 
 const engine = path.join(repo, 'tests/fixtures/engine');
 const methods = path.join(repo, 'tests/fixtures/methods');
 
-function loadModel(vl, shape) {
-  const dir = path.join(engine, shape);
-  return vl.Model.fromSafetensors(new Uint8Array(fs.readFileSync(path.join(dir, 'model_timm.safetensors'))),
-    fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
-}
 
 function optionsFromFixture(o, target) {
   const out = { target };
@@ -45,7 +40,7 @@ test('methods() lists the registry', async () => {
 for (const shape of ['nonsquare', 'gray']) {
   test(`${shape}: explain() matches the float64 reference and the native CLI`, async () => {
     const vl = await loadVitlens();
-    const model = loadModel(vl, shape);
+    const model = fixtureModel(vl, shape);
     const input = new Float32Array(readNpy(path.join(engine, shape, 'input.npy')).data);
     const index = JSON.parse(fs.readFileSync(path.join(methods, shape, 'index.json'), 'utf8'));
     const tmp = tmpDir();
@@ -85,7 +80,7 @@ for (const shape of ['nonsquare', 'gray']) {
 
 test('explain(): intermediates, conservation and errors', async () => {
   const vl = await loadVitlens();
-  const model = loadModel(vl, 'nonsquare');
+  const model = fixtureModel(vl, 'nonsquare');
   let x = null;
   try {
     // The model holds no input: explain and the other per-input queries are methods of an Input.

@@ -75,3 +75,20 @@ export function maxRelError(a, ref) {
 export function tmpDir() {
   return fs.mkdtempSync(path.join(process.env.TMPDIR || '/tmp', 'vitlens-node-'));
 }
+
+// decodeImage gives 1, 3 or 4 channels; prepareRGBA takes RGBA.
+export function toRGBA({ width, height, channels, data }) {
+  const out = new Uint8Array(width * height * 4);
+  for (let p = 0; p < width * height; p++) {
+    for (let k = 0; k < 3; k++) out[p * 4 + k] = data[p * channels + (channels >= 3 ? k : 0)];
+    out[p * 4 + 3] = channels === 4 ? data[p * 4 + 3] : 255;
+  }
+  return out;
+}
+
+// A model of tests/fixtures/engine/SHAPE (timm names), imported from its safetensors and config.json.
+export function fixtureModel(vl, shape) {
+  const dir = path.join(repo, 'tests/fixtures/engine', shape);
+  return vl.Model.fromSafetensors(new Uint8Array(fs.readFileSync(path.join(dir, 'model_timm.safetensors'))),
+    fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
+}

@@ -3,7 +3,6 @@
 // them into an explain request. The controls, ranges and defaults come from the engine's method
 // table (methods()[i].optionSpecs); this file names no method and no option.
 import { emit, on } from '../events.js';
-import { PREFERRED_METHODS } from './method_text.js';
 import { $ } from './util.js';
 
 // The constant images the page offers for an image option, as values in [0, 1] pixel space; the
@@ -33,7 +32,7 @@ export function createOptionsView(app) {
       dd.textContent = `${m.description}. ${m.paper}.${m.classSpecific ? '' : ' Not class-specific.'}`;
       list.append(dt, dd);
     }
-    method = PREFERRED_METHODS.find((n) => app.methodInfo(n)) ?? app.methods[0]?.name;
+    method = app.methods.find((m) => m.featured)?.name ?? app.methods[0]?.name;
     sel.value = method;
     sel.addEventListener('change', () => choose(sel.value));
   }

@@ -5,7 +5,7 @@
 import { on } from '../events.js';
 import { drawGrid, formatNumber } from '../render.js';
 import { drawTree, lineChart } from '../teach.js';
-import { HEAD_PRODUCT_TEXT, NORM_FORMULA, STEP_FORMULA } from './method_text.js';
+import { HEAD_PRODUCT_TEXT } from './method_text.js';
 import { $, fitCanvas } from './util.js';
 
 function queryRow(mat, n, q) {
@@ -41,7 +41,7 @@ export function createTeachingView(app) {
       ['attn', 'A_b', 'attention, softmax(q·kᵀ/√d_h), mean over heads'],
       ['grad', '∇A_b', '∂y_t/∂A_b, gradient of the class logit, mean over heads'],
       ['relevance', 'R_A_b', 'LRP relevance at the attention probabilities, mean over heads'],
-      ['step', 'this block’s factor', STEP_FORMULA[ex?.method] ?? 'the factor of the product'],
+      ['step', 'this block’s factor', app.methodInfo(ex?.method)?.stepFormula || 'the factor of the product'],
       ['accumulated', 'accumulated', 'C_b = Â_b · C_(b−1): the product so far (row of the query)'],
     ];
     for (const [key, title, formula] of rows) {
@@ -153,7 +153,8 @@ export function createTeachingView(app) {
         const mix = ex.norm[b].mixing?.[st];
         fig.querySelector('figcaption').innerHTML = '<strong></strong><br><span class="formula"></span>';
         fig.querySelector('strong').textContent = `${st}${mix ? ` (r = ${formatNumber(mix[q])})` : ''}`;
-        fig.querySelector('.formula').textContent = NORM_FORMULA[st];
+        const stage = app.methodInfo(ex.method)?.optionSpecs.find((s) => s.key === 'stage');
+        fig.querySelector('.formula').textContent = stage?.choiceHelp[stage.choices.indexOf(st)] ?? '';
         fig.className = 'norm-fig';
         row.append(fig);
       }

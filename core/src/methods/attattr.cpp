@@ -33,7 +33,7 @@ struct Scratch {
   std::vector<BlockTrace> blocks;  // index b − l: blocks l … L−1 of the stacked copies
   BlockScratch bs;
   BlockGrads g;                    // one block's gradients, reused per block
-  Mat ctx;                         // (R, d) block l's scaled ctx, α_k·ctx_l per copy k
+  Mat attn_out;                    // (R, d) block l's α_k·ctx_l·Wprojᵀ + b_proj per copy k
   Mat out, dout;                   // (R, d) the stacked pass's output, ∂F/∂ of a block's output
   Mat cls, lnf, dlnf, dcls;        // (c, d) the CLS rows at the final LayerNorm
   Vec mf, rf;                      // (c)
@@ -43,23 +43,25 @@ struct Scratch {
 // Adds Σ_k ∂F(α_k·A_l)/∂ctx_l over the copies k = k0 … k0 + c − 1 to s.dctx_sum: the blocks
 // from l's ctx up, stacked, recording only what their backward needs (BlockRecord::backward).
 void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int target, int k0, int copies,
-                   int steps) {
+                   int steps, const Mat& proj) {
   const Config& c = m.config;
   const Params& p = m.params;
   const int n = c.tokens(), d = c.dim, L = c.depth, R = copies * n;
   const BlockTrace& bt = tr.blocks[size_t(l)];
   s.blocks.resize(size_t(L - l));
 
-  // Block l from its ctx: (α_k·A_l)·v_l = α_k·ctx_l, on the block input x_l of every copy.
+  // Block l from its attention output: proj((α_k·A_l)·v_l) = α_k·(ctx_l·Wprojᵀ) + b_proj, the
+  // product formed once per block (`proj`), on the block input x_l of every copy.
   BlockTrace& first = s.blocks[0];
   first.x.resize(R, d);
-  s.ctx.resize(R, d);
+  s.attn_out.resize(R, d);
+  const auto bias = p.blocks[size_t(l)].proj_b.transpose().replicate(n, 1);
   for (int k = 0; k < copies; ++k) {
     const float alpha = float(k0 + k) / float(steps);
     first.x.middleRows(ptrdiff_t(k) * n, n) = bt.x;
-    s.ctx.middleRows(ptrdiff_t(k) * n, n) = alpha * bt.ctx;
+    s.attn_out.middleRows(ptrdiff_t(k) * n, n) = alpha * proj + bias;
   }
-  block_output_forward(s.out, first, s.bs, s.ctx, p.blocks[size_t(l)], c, BlockRecord::backward);
+  block_mlp_forward(s.out, first, s.bs, s.attn_out, p.blocks[size_t(l)], c, BlockRecord::backward);
   for (int b = l + 1; b < L; ++b) {
     BlockTrace& t = s.blocks[size_t(b - l)];
     t.x.swap(s.out);
@@ -93,6 +95,7 @@ AttAttrBlock attattr_block(Scratch& s, const Model& m, const Trace& tr, int l, i
   const Config& c = m.config;
   const int n = c.tokens(), d = c.dim, L = c.depth, H = c.heads, dh = d / H, mlp = c.mlp_dim;
   const BlockTrace& bt = tr.blocks[size_t(l)];
+  const Mat proj = bt.ctx * m.params.blocks[size_t(l)].proj_w.transpose();  // (n, d) ctx_l·Wprojᵀ
 
   // Copies per chunk from the memory bound on the stacked trace.
   size_t per_copy = size_t(n) * size_t(2 * d + mlp + 2);
@@ -102,7 +105,7 @@ AttAttrBlock attattr_block(Scratch& s, const Model& m, const Trace& tr, int l, i
   s.dctx_sum = Mat::Zero(n, d);
   for (int ch = 0; ch < chunks; ++ch) {
     const int k0 = int(int64_t(steps) * ch / chunks), k1 = int(int64_t(steps) * (ch + 1) / chunks);
-    attattr_chunk(s, m, tr, l, target, k0, k1 - k0, steps);
+    attattr_chunk(s, m, tr, l, target, k0, k1 - k0, steps, proj);
   }
   AttAttrBlock out;
   out.attr.resize(size_t(H));

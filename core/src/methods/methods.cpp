@@ -168,7 +168,10 @@ OptionSpec seed() {
 
 OptionSpec stage() {
   OptionSpec s = spec("stage", OptionKind::choice);
-  for (int i = 0; i < norm_stage_count; ++i) s.choices.push_back(norm_stage_name(NormStage(i)));
+  for (int i = 0; i < norm_stage_count; ++i) {
+    s.choices.push_back(norm_stage_name(NormStage(i)));
+    s.choice_help.push_back(norm_stage_formula(NormStage(i)));
+  }
   s.help = "how far through each block the decomposition is carried before the rollout";
   s.get = [](const MethodOptions& o) { return double(o.stage); };
   s.set = [](MethodOptions& o, const OptionValue& v) { o.stage = NormStage(int(v.number)); };
@@ -227,18 +230,20 @@ const std::vector<MethodEntry>& entries() {
           false},
          detail::raw_attention},
         {{"rollout", "attention rollout: the product of the blocks' row-normalised A + I", "Abnar & Zuidema, ACL 2020",
-          opts({start_layer(), head_fusion(), discard_ratio()}), outs({}), false, false, false, false, false},
+          opts({start_layer(), head_fusion(), discard_ratio()}), outs({}), false, false, false, false, false,
+          "Â_b = rownorm(fuse_h(A_b) + I)"},
          detail::rollout},
         {{"attn-gradcam", "Grad-CAM on the last block's attention: head weights = mean CLS-row gradient",
           "Selvaraju et al. 2017 (as a baseline in Chefer et al. 2021)", opts({}), outs({}), true, false, false, false,
           false},
          detail::attn_gradcam},
         {{"grad-rollout", "rollout of I + E_h[(∇A ⊙ A)⁺] (gradient-weighted attention, no LRP)",
-          "Chefer, Gur & Wolf, ICCV 2021", opts({}), outs({}), true, false, false, false, false},
+          "Chefer, Gur & Wolf, ICCV 2021", opts({}), outs({}), true, false, false, false, false,
+          "Â_b = I + E_h[(∇A_b ⊙ A_b)⁺]"},
          detail::grad_rollout},
         {{"transformer-attribution", "rollout of I + E_h[(∇A ⊙ R_A)⁺], R_A from LRP with Chefer's rules",
           "Chefer, Gur & Wolf, CVPR 2021", opts({start_layer(), block(), use_grad()}), lrp_outs, true, true, true, false,
-          false},
+          false, "Â_b = I + E_h[(∇A_b ⊙ R_A_b)⁺]", true},
          detail::transformer_attribution},
         {{"partial-lrp", "the last block's E_h[(R_A)⁺] (LRP relevance of the attention)",
           "Voita et al., ACL 2019 (as a baseline in Chefer et al. 2021)", opts({}), lrp_outs, true, true, true, false,
@@ -257,7 +262,7 @@ const std::vector<MethodEntry>& entries() {
          detail::attattr},
         {{"norm-based", "rollout of the norms ‖z_{i←j}‖ of each block's additive decomposition",
           "Kobayashi et al., EMNLP 2020, EMNLP 2021, ICLR 2024", opts({stage()}), outs({norm_out}), false, false, false,
-          false, false},
+          false, false, "Â_b = rownorm(N_b[stage]): the block’s norm map, row-normalised"},
          detail::norm_based},
         {{"saliency", "|∂y_t/∂x|, the maximum over channels", "Simonyan, Vedaldi & Zisserman 2014", opts({}), outs({}),
           true, false, false, true, false},

@@ -35,16 +35,25 @@ int row_workers(int threads, int rows) { return std::max(1, std::min(usable_thre
 
 }  // namespace
 
-const char* norm_stage_name(NormStage s) {
-  switch (s) {
-    case NormStage::atb: return "atb";
-    case NormStage::atb_res: return "atb-res";
-    case NormStage::atb_res_ln: return "atb-res-ln";
-    case NormStage::atb_res_ln_ff: return "atb-res-ln-ff";
-    case NormStage::layer: return "layer";
-  }
-  return "?";
-}
+namespace {
+
+// Each stage's name (as the CLI, the API and the page spell it) and its decomposition.
+struct StageText {
+  const char* name;
+  const char* formula;
+};
+constexpr StageText kStages[norm_stage_count] = {
+    {"atb", "a_(i←j) = Σ_h A_h,ij · ((LN₁(x_j)·W_V^h + b_V^h)·W_O^h)"},
+    {"atb-res", "x′_(i←j) = a_(i←j) + δ_ij · x_i"},
+    {"atb-res-ln", "g_(i←j) = γ₂ ⊙ (x′_(i←j) − mean(x′_(i←j))) / std(x′_i)"},
+    {"atb-res-ln-ff", "f_(i←j) = (h_(i←j) ⊙ GELU(h_i)/h_i)·W₂,  h_(i←j) = g_(i←j)·W₁"},
+    {"layer", "y_(i←j) = x′_(i←j) + f_(i←j)"},
+};
+
+}  // namespace
+
+const char* norm_stage_name(NormStage s) { return kStages[int(s)].name; }
+const char* norm_stage_formula(NormStage s) { return kStages[int(s)].formula; }
 
 void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block) {
   const Config& c = m.config;

@@ -35,6 +35,12 @@ void block_output_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, 
                           const BlockParams& w, const Config& c, BlockRecord rec) {
   MatT<T>& attn_out = kept(rec, t.attn_out, s.attn_out);
   linear_forward(attn_out, ctx, w.proj_w, w.proj_b, s.w);
+  block_mlp_forward(out, t, s, attn_out, w, c, rec);
+}
+
+template <typename T>
+void block_mlp_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const MatT<T>& attn_out,
+                       const BlockParams& w, const Config& c, BlockRecord rec) {
   t.x_mid = t.x + attn_out;
   MatT<T>& ln2 = kept(rec, t.ln2, s.ln);
   layernorm_forward(ln2, t.ln2_mean, t.ln2_rstd, t.x_mid, w.norm2_w, w.norm2_b, T(c.ln_eps));
@@ -67,6 +73,10 @@ template void block_output_forward(Mat&, BlockTrace&, BlockScratch&, const Mat&,
                                    const Config&, BlockRecord);
 template void block_output_forward(MatD&, BlockTraceD&, BlockScratchD&, const MatD&,
                                    const BlockParams&, const Config&, BlockRecord);
+template void block_mlp_forward(Mat&, BlockTrace&, BlockScratch&, const Mat&, const BlockParams&,
+                                const Config&, BlockRecord);
+template void block_mlp_forward(MatD&, BlockTraceD&, BlockScratchD&, const MatD&, const BlockParams&,
+                                const Config&, BlockRecord);
 
 // out = x' + fc2(GELU(fc1(LN2(x')))), x' = x + proj(ctx): each Linear dx = dy·W, and x' receives
 // the residual's gradient plus LN2's.

@@ -93,7 +93,8 @@ void col2im(Image& dx, const Mat& dpatches, int c, int h, int w, int patch);
 // Precision: activations and denominators Z are double (the double forward's products run in
 // double too, gemm.h); the quotients S = R/Z are formed in double and rounded to float for the
 // products that carry them through the weights (S·W, S·vᵀ, S·k, …), which run in float, as does
-// |x|·|W|ᵀ (the αβ denominator: a sum of non-negative terms, no cancellation). The pass is linear
+// |x|·|W|ᵀ (half of the αβ denominator; where the other half cancels it, linear.cpp recomputes Z in
+// double). The pass is linear
 // in R for fixed activations, so float rounding there stays at the 1e-7 level of each term,
 // whereas an error in a nearly cancelling Z (a + b in the adds, q·kᵀ, A·v) is amplified without
 // bound — only the latter needs double (measured on DeiT-tiny: transformer-attribution and lrp

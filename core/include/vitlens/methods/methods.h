@@ -77,6 +77,9 @@ struct MethodInfo {
   bool conserves;           // Σ relevance should stay equal to the seed (Chefer's rules, down to E0)
   bool native_pixels;       // the pixel map is computed at the input, not upsampled
   bool long_running;        // many passes (integrated gradients, smoothing): reports progress
+  // The factor the method multiplies per block, for teaching views ("" for methods without one).
+  const char* step_formula = "";
+  bool featured = false;    // the method a front end opens with (one in the registry)
 };
 
 // Every method, in the order the CLI and the page list them.

@@ -41,6 +41,8 @@ constexpr int norm_stage_count = 5;  // NormStage: atb, atb_res, atb_res_ln, atb
 
 // "atb", "atb-res", "atb-res-ln", "atb-res-ln-ff", "layer".
 const char* norm_stage_name(NormStage s);
+// The decomposition at stage s, as a formula for teaching views (N[i, j] = ‖z_(i←j)‖₂).
+const char* norm_stage_formula(NormStage s);
 
 // What one block's decomposition needs, computed once per block from the trace and the weights.
 struct NormTables {

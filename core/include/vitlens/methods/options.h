@@ -73,6 +73,7 @@ struct OptionSpec {
   const char* key = "";              // kebab-case, canonical: "start-layer"
   OptionKind kind = OptionKind::integer;
   std::vector<std::string> choices;  // choice: the names, in enum order
+  std::vector<std::string> choice_help;  // choice: what each stands for (a formula), or empty
   OptionBound min, max;              // integer, number: the closed range
   OptionBound def;                   // the default (flag 0/1, choice: index; method: see def_text)
   std::string def_text;              // method: the default method name

@@ -85,6 +85,11 @@ void block_attention_forward(MatT<T>& ctx, BlockTraceT<T>& t, BlockScratchT<T>& 
 template <typename T>
 void block_output_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const MatT<T>& ctx,
                           const BlockParams& w, const Config& c, BlockRecord rec);
+// The part of it after proj: attn_out (R, d) and x (t.x) → out. attn_out must not be one of s's
+// matrices but s.attn_out (AttAttr forms α_k·proj(ctx_l) + b_proj once per block and copies it).
+template <typename T>
+void block_mlp_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const MatT<T>& attn_out,
+                       const BlockParams& w, const Config& c, BlockRecord rec);
 
 // Gradients at the block's activations (names as in BlockTrace). With keep = false (attattr),
 // mlp_out and attn_out are not copied and scores / attn hold one (n, n) matrix each.
