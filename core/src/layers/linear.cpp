@@ -118,11 +118,11 @@ void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, c
     const double *ri = r.row(i).data(), *yi = y.row(i).data();
     const float* pi = s.p.row(i).data();
     float* si = s.a.row(i).data();
-    for (int o = 0; o < out; ++o) {
-      double z = 0.5 * ((yi[o] - double(b[o])) + double(pi[o]));
-      if (z < kExactShare * double(pi[o])) z = positive_sum(x.row(i).data(), W.row(o).data(), in);
-      si[o] = float(safe_divide(ri[o], z));
-    }
+    for (int o = 0; o < out; ++o) si[o] = float(safe_divide(ri[o], 0.5 * ((yi[o] - double(b[o])) + double(pi[o]))));
+    // The rare cancelling Z, apart so that the loop above stays vectorised.
+    for (int o = 0; o < out; ++o)
+      if ((yi[o] - double(b[o])) + double(pi[o]) < 2.0 * kExactShare * double(pi[o]))
+        si[o] = float(safe_divide(ri[o], positive_sum(x.row(i).data(), W.row(o).data(), in)));
   }
   s.p.resize(m, 2 * in);  // S·[W | |W|]
   gemm_nn(s.p.data(), s.a.data(), s.w.data(), m, 2 * in, out, out, 2 * in, 2 * in, 1.0f, 0.0f);
