@@ -5,31 +5,18 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { loadVitlens, toRGBA } from '../node/support.mjs';
-import { currentExplanation, exportNpy, launch, modelsDir, openApp, selectMethod, skipReason } from './harness.mjs';
+import { appSession, currentExplanation, exportNpy, selectMethod, skipReason } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the faithfulness view in chromium', { skip }, () => {});
 
 describe('the faithfulness view', { skip }, () => {
-  let env;
-  let tab;
-  let models;
-
-  before(async () => {
-    models = modelsDir();
-    env = await launch({ models: models.dir });
-    tab = await openApp(env);
-  });
-
-  after(async () => {
-    await env?.browser.close();
-    await env?.server.close();
-  });
+  const app = appSession();
 
   test('the perturbation curve and its AUCs are the engine\'s for the image and the map', async () => {
-    const { page } = tab;
+    const { page } = app.tab;
     await selectMethod(page, 'lrp'); // a map at the input's pixels: the export is what the page perturbs
     // The curve drawn is lrp's (the note names the method of the curve it describes).
     await page.waitForFunction(() => document.querySelector('#faith-note').textContent.startsWith('— lrp,'), null, { timeout: 60_000 });
@@ -39,10 +26,10 @@ describe('the faithfulness view', { skip }, () => {
     const note = await page.textContent('#faith-note');
     const map = await exportNpy(page);
 
-    const labels = JSON.parse(fs.readFileSync(path.join(models.dir, 'gallery/labels.json'), 'utf8'));
+    const labels = JSON.parse(fs.readFileSync(path.join(app.models.dir, 'gallery/labels.json'), 'utf8'));
     const vl = await loadVitlens();
-    const model = vl.Model.fromBytes(new Uint8Array(fs.readFileSync(path.join(models.dir, 'vitlens-scenes.vitl'))));
-    const img = vl.decodeImage(new Uint8Array(fs.readFileSync(path.join(models.dir, 'gallery', labels.scenes[0].image))));
+    const model = vl.Model.fromBytes(new Uint8Array(fs.readFileSync(path.join(app.models.dir, 'vitlens-scenes.vitl'))));
+    const img = vl.decodeImage(new Uint8Array(fs.readFileSync(path.join(app.models.dir, 'gallery', labels.scenes[0].image))));
     const x = model.prepareRGBA(toRGBA(img), img.width, img.height);
     try {
       const info = model.info();
@@ -58,6 +45,6 @@ describe('the faithfulness view', { skip }, () => {
       x.delete();
       model.delete();
     }
-    assert.deepEqual(tab.consoleErrors, []);
+    assert.deepEqual(app.tab.consoleErrors, []);
   });
 });

@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { after, before } from 'node:test';
 import { nativeDir, readNpy, repo, tmpDir, wasmDir } from '../node/support.mjs';
 import { startServer } from '../../web/serve.mjs';
 
@@ -46,6 +47,22 @@ export async function launch({ isolate = false, models } = {}) {
   const server = await startServer({ port: 0, wasmDir, modelsDir: models, isolate });
   const browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
   return { server, browser };
+}
+
+// The page served and opened once for the tests of a describe block: registers the block's
+// before / after hooks; the returned session's models, env and tab are set before its first test.
+export function appSession({ isolate = false } = {}) {
+  const session = {};
+  before(async () => {
+    session.models = modelsDir();
+    session.env = await launch({ models: session.models.dir, isolate });
+    session.tab = await openApp(session.env);
+  });
+  after(async () => {
+    await session.env?.browser.close();
+    await session.env?.server.close();
+  });
+  return session;
 }
 
 // A fresh context and page; every request is recorded, and any that would leave 127.0.0.1 is

@@ -443,39 +443,30 @@ static void check_output_0_dropped(const MatD& x, const Mat& W, const Vec& b, co
 TEST_CASE("linear α1β0: an output whose contributions are all ≤ 0 has Z = 0 and passes nothing",
           "[lrp-rules]") {
   // Output 0: every x_j·W_0j ≤ 0 (x ≥ 0, W_0 ≤ 0), so Z = Σ z⁺ = 0 and its R is dropped; output 1
-  // is an ordinary mix of signs, and its R arrives whole. The values are exact in binary, so the
-  // engine's Z = ½(x·Wᵀ + |x|·|W|ᵀ) cancels to exactly 0 as well.
-  MatD x(2, 3);
-  x << 0.5, 1.0, 0.0,  //
-      2.0, 0.25, 1.5;
-  Mat W(2, 3);
-  W << -1.0f, -0.5f, -2.0f,  //
-      0.75f, -1.25f, 0.5f;
+  // is an ordinary mix of signs, and its R arrives whole.
+  // Case 1: values exact in binary, so the engine's Z = ½(x·Wᵀ + |x|·|W|ᵀ) cancels to exactly 0.
+  // Case 2: values not dyadic: Z = ½((y − b) + |x|·|W|ᵀ) with |x|·|W|ᵀ in float leaves a rounding
+  // residue of ~1e-8; S_0 = R_0/Z_0 would then be ~1e7 and swamp the other outputs in the float
+  // product S·W (R_in off by 10 % of its maximum before the engine recomputed such Z exactly in
+  // double).
+  struct Case {
+    int rows;
+    std::vector<double> x;  // (rows, 3)
+    std::vector<float> w;   // (2, 3)
+    std::vector<double> r;  // (rows, 2)
+  };
+  const Case cases[] = {
+      {2, {0.5, 1.0, 0.0, 2.0, 0.25, 1.5}, {-1.0f, -0.5f, -2.0f, 0.75f, -1.25f, 0.5f}, {1.0, -0.5, 0.25, 2.0}},
+      {1, {0.3, 0.7, 0.1}, {-1.1f, -0.3f, -2.2f, 0.75f, -1.25f, 0.5f}, {0.25, 2.0}},
+  };
   Vec b(2);
   b << 0.125f, -0.25f;
-  MatD r(2, 2);
-  r << 1.0, -0.5,  //
-      0.25, 2.0;
-  check_output_0_dropped(x, W, b, r);
-}
-
-TEST_CASE("linear α1β0: Z = 0 by signs, with values not exact in float",
-          "[lrp-rules]") {
-  // The same situation as above with values that are not dyadic: every x_j·W_0j ≤ 0, so Z_0 = 0
-  // and R_0 must be dropped. Z = ½((y − b) + |x|·|W|ᵀ) with |x|·|W|ᵀ in float leaves a rounding
-  // residue of ~1e-8 here; S_0 = R_0/Z_0 would then be ~1e7 and swamp the other outputs in the
-  // float product S·W (R_in off by 10 % of its maximum before the engine recomputed such Z
-  // exactly in double).
-  MatD x(1, 3);
-  x << 0.3, 0.7, 0.1;
-  Mat W(2, 3);
-  W << -1.1f, -0.3f, -2.2f,  //
-      0.75f, -1.25f, 0.5f;
-  Vec b(2);
-  b << 0.125f, -0.25f;
-  MatD r(1, 2);
-  r << 0.25, 2.0;
-  check_output_0_dropped(x, W, b, r);
+  for (const Case& c : cases) {
+    const MatD x = Eigen::Map<const MatD>(c.x.data(), c.rows, 3);
+    const Mat W = Eigen::Map<const Mat>(c.w.data(), 2, 3);
+    const MatD r = Eigen::Map<const MatD>(c.r.data(), c.rows, 2);
+    check_output_0_dropped(x, W, b, r);
+  }
 }
 
 TEST_CASE("linear ε: the explicit Σ z·R/stab(y) formula, bias in the denominator", "[lrp-rules]") {

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "helpers.h"
 #include "vitlens/methods/methods.h"
 #include "vitlens/model/config.h"
 #include "vitlens/tensor/error.h"
@@ -13,15 +14,8 @@ using namespace vitlens;
 
 namespace {
 
-Config small_config() {
-  Config c;
-  c.depth = 3;
-  c.classes = 5;
-  c.channels = 3;
-  c.image_h = 24;
-  c.image_w = 40;
-  return c;
-}
+// The nonsquare reference model's config: 3 blocks, 5 classes, 3×24×40 input.
+Config small_config() { return test::engine_fixture_model("nonsquare").config; }
 
 // The error (code and message) of setting `key` to `v`, or "" if it is accepted.
 std::string error_of(const std::string& key, const OptionValue& v, const Config* c) {
