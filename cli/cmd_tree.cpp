@@ -38,7 +38,7 @@ int cmd_tree(int argc, char** argv) {
   opt.steps = args.get_int("steps", 0);
   opt.threads = args.get_int("threads", 1);
   const Explanation e = explain(m, x, "attattr", opt);
-  nlohmann::json j = nlohmann::json::parse(attr_tree_json(attattr_tree(e.attattr, threshold), m.config));
+  nlohmann::json j = nlohmann::json::parse(attr_tree_json(attattr_tree(e.attattr, threshold, m.config.prefix()), m.config));
   j["target"] = e.target;
   if (size_t(e.target) < m.config.class_names.size()) j["class"] = m.config.class_names[size_t(e.target)];
   const std::string text = j.dump(1) + "\n";

@@ -488,7 +488,7 @@ class WasmInput {
         throw Error(ErrorCode::bad_argument, "option threshold must be in [0, 1): entries are normalised to at most 1");
       int target = 0;
       const std::vector<AttAttrBlock> attr = attattr_of(options, target);
-      val o = val::global("JSON").call<val>("parse", attr_tree_json(attattr_tree(attr, threshold), model_->config));
+      val o = val::global("JSON").call<val>("parse", attr_tree_json(attattr_tree(attr, threshold, model_->config.prefix()), model_->config));
       o.set("target", target);
       return o;
     });

@@ -230,7 +230,7 @@ export function makeCatalogue(dir) {
   model('model-absurd-depth', 'dimensions', 'depth 2^40 (reported clamped to 2^30)',
     edited((h) => { h.config.depth = 2 ** 40; }), 'limit', 'depth (blocks) = 1073741824');
   model('model-absurd-tokens', 'dimensions', 'a 4096×4096 input: 262 145 tokens',
-    edited((h) => { h.config.image_h = 4096; h.config.image_w = 4096; }), 'limit', 'tokens (1 + patches) = 262145');
+    edited((h) => { h.config.image_h = 4096; h.config.image_w = 4096; }), 'limit', 'tokens (prefix + patches) = 262145');
   model('model-absurd-params', 'dimensions', 'width 4096, MLP 16384, 64 blocks: over the parameter limit',
     edited((h) => Object.assign(h.config, { dim: 4096, mlp_dim: 16384, depth: 64, heads: 64 })), 'limit',
     'more than the limit of 400000000');

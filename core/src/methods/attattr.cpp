@@ -85,7 +85,7 @@ void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int targe
     s.dout.swap(s.g.x);
   }
   // Block l: ∂F/∂ctx_l, summed over the copies.
-  block_output_backward(s.g, nullptr, s.dout, first, p.blocks[size_t(l)], false);
+  block_output_backward(s.g, nullptr, s.dout, first, p.blocks[size_t(l)], c, false);
   for (int k = 0; k < copies; ++k) s.dctx_sum += s.g.ctx.middleRows(ptrdiff_t(k) * n, n);
 }
 
@@ -197,7 +197,7 @@ std::vector<AttAttrBlock> attattr_blocks_naive(const Model& m, const Trace& tr, 
 
 Mat attattr_token_map(const std::vector<AttAttrBlock>& attr, const Config& c) {
   const int n = c.tokens();
-  Eigen::RowVectorXd row = Eigen::RowVectorXd::Unit(n, 0);  // (n) e₀ᵀ·Ŝ_{L−1}·…
+  Eigen::RowVectorXd row = query_weights(c).transpose();  // (n) qᵀ·Ŝ_{L−1}·… (e₀ᵀ: CLS)
   for (int l = int(attr.size()) - 1; l >= 0; --l) {
     MatD mpos = MatD::Zero(n, n);  // M_l⁺
     for (const Mat& a : attr[size_t(l)].attr) mpos += a.cast<double>().cwiseMax(0.0);
@@ -209,7 +209,8 @@ Mat attattr_token_map(const std::vector<AttAttrBlock>& attr, const Config& c) {
     row = row * step;
   }
   Mat map(c.grid_h(), c.grid_w());
-  for (int i = 0; i < n - 1; ++i) map(i / c.grid_w(), i % c.grid_w()) = float(row[i + 1]);
+  const int k = c.prefix();
+  for (int i = 0; i < n - k; ++i) map(i / c.grid_w(), i % c.grid_w()) = float(row[k + i]);
   return map;
 }
 
@@ -267,19 +268,20 @@ std::vector<double> pruning_curve(const Model& m, const std::vector<Image>& imag
   return acc;
 }
 
-AttrTree attattr_tree(const std::vector<AttAttrBlock>& attr, double threshold) {
+AttrTree attattr_tree(const std::vector<AttAttrBlock>& attr, double threshold, int prefix) {
   AttrTree t;
   t.threshold = threshold;
   if (attr.empty() || attr[0].attr.empty()) return t;
-  const int L = int(attr.size()), n = int(attr[0].attr[0].rows());
+  const int L = int(attr.size()), n = int(attr[0].attr[0].rows()), k = prefix;
+  assert(k >= 1 && k < n);
   auto summed = [&](int l) {  // M_l = Σ_h Attr_{l,h}
     MatD s = MatD::Zero(n, n);
     for (const Mat& a : attr[size_t(l)].attr) s += a.cast<double>();
     return s;
   };
   const Eigen::RowVectorXd col = summed(L - 1).colwise().sum();  // (n)
-  t.root = 1;
-  for (int j = 2; j < n; ++j)
+  t.root = k;
+  for (int j = k + 1; j < n; ++j)
     if (col[j] > col[t.root]) t.root = j;
   std::vector<char> in_tree(size_t(n), 0);
   in_tree[size_t(t.root)] = 1;
@@ -290,12 +292,12 @@ AttrTree attattr_tree(const std::vector<AttAttrBlock>& attr, double threshold) {
   };
   for (int l = L - 2; l >= 0; --l) {
     const MatD M = summed(l);
-    const double mx = M.bottomRows(n - 1).maxCoeff();  // excluding the CLS query row
+    const double mx = M.bottomRows(n - k).maxCoeff();  // excluding the prefix query rows
     if (!(mx > 0.0)) continue;
     std::vector<Cand> cands;
-    for (int i = 1; i < n; ++i) {
+    for (int i = k; i < n; ++i) {
       if (!in_tree[size_t(i)]) continue;
-      for (int j = 1; j < n; ++j)
+      for (int j = k; j < n; ++j)
         if (!in_tree[size_t(j)] && M(i, j) / mx > threshold) cands.push_back({M(i, j) / mx, i, j});
     }
     std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
@@ -316,7 +318,8 @@ std::string attr_tree_json(const AttrTree& t, const Config& c) {
   j["threshold"] = t.threshold;
   j["grid"] = {c.grid_h(), c.grid_w()};
   json nodes = json::array(), edges = json::array();
-  for (int tok : t.nodes) nodes.push_back({{"token", tok}, {"row", (tok - 1) / c.grid_w()}, {"col", (tok - 1) % c.grid_w()}});
+  const int k = c.prefix();
+  for (int tok : t.nodes) nodes.push_back({{"token", tok}, {"row", (tok - k) / c.grid_w()}, {"col", (tok - k) % c.grid_w()}});
   for (const AttrTreeEdge& e : t.edges)
     edges.push_back({{"from", e.from}, {"to", e.to}, {"block", e.block}, {"score", e.score}});
   j["nodes"] = nodes;

@@ -393,11 +393,14 @@ const Grads& target_grads(const Model& m, ExplainState& st, int target) {
   return st.grads;
 }
 
-Mat grid_from_row(const Eigen::RowVectorXd& row0, const Config& c) {
+Mat grid_from_row(const Eigen::RowVectorXd& row, const Config& c) {
   Mat g(c.grid_h(), c.grid_w());  // (H/p, W/p)
-  for (int i = 0; i < c.num_patches(); ++i) g.data()[i] = float(row0[i + 1]);
+  const int k = c.prefix();
+  for (int i = 0; i < c.num_patches(); ++i) g.data()[i] = float(row[k + i]);
   return g;
 }
+
+Eigen::RowVectorXd query_row(const Config& c) { return query_weights(c).transpose(); }
 
 MatD head_mean(const std::vector<Mat>& mats) {
   MatD acc = MatD::Zero(mats[0].rows(), mats[0].cols());

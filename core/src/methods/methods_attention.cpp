@@ -2,9 +2,10 @@
 // 2020), attn-gradcam (Chefer et al. 2021's Grad-CAM baseline) and grad-rollout (Chefer et al.,
 // ICCV 2021). Small functions over the float trace and the gradient of the target logit.
 //
-// Only row 0 of a rollout product is needed for the map, so the product is applied to the row
-// vector e₀ from the last block down (O(L·n²) instead of O(L·n³)); the full (n, n) products are
-// formed only when the intermediates are asked for.
+// Only the query row qᵀ·C of a rollout product is needed for the map (e₀ᵀ for a CLS-pooled model;
+// METHODS.md "Method conventions" for the others), so the product is applied to the row vector
+// from the last block down (O(L·n²) instead of O(L·n³)); the full (n, n) products are formed only
+// when the intermediates are asked for.
 #include <algorithm>
 #include <numeric>
 
@@ -41,10 +42,10 @@ void discard_lowest(MatD& f, double ratio) {
     if (order[i] != 0) f.data()[order[i]] = 0.0;
 }
 
-// The map row e₀ᵀ·step_{L−1}·…·step_s and, if asked, the accumulated products in forward order.
-Eigen::RowVectorXd rollout_row(const std::vector<MatD>& steps, int start, std::vector<BlockIntermediates>* blocks) {
-  const Eigen::Index n = steps.back().rows();
-  Eigen::RowVectorXd row = Eigen::RowVectorXd::Unit(n, 0);  // (n)
+// The map row qᵀ·step_{L−1}·…·step_s and, if asked, the accumulated products in forward order.
+Eigen::RowVectorXd rollout_row(const std::vector<MatD>& steps, int start, const Config& c,
+                               std::vector<BlockIntermediates>* blocks) {
+  Eigen::RowVectorXd row = query_row(c);  // (n)
   for (int b = int(steps.size()) - 1; b >= start; --b) row = row * steps[size_t(b)];
   if (blocks) {
     MatD acc = steps[size_t(start)];  // (n, n)
@@ -61,7 +62,7 @@ Eigen::RowVectorXd rollout_row(const std::vector<MatD>& steps, int start, std::v
 
 // E_h[A_L][0, 1:] (last block).
 void raw_attention(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
-  out.token_map = grid_from_row(head_mean(st.trace.blocks.back().attn).row(0), m.config);
+  out.token_map = grid_from_row(query_row(m.config) * head_mean(st.trace.blocks.back().attn), m.config);
   add_attention_intermediates(out, st.trace, nullptr);
 }
 
@@ -76,22 +77,25 @@ void rollout(Explanation& out, const Model& m, ExplainState& st, const MethodOpt
     const Eigen::VectorXd rows = f.rowwise().sum();  // per row, not per column
     steps[b] = rows.asDiagonal().inverse() * f;
   }
-  const Eigen::RowVectorXd row = rollout_row(steps, opt.start_layer, opt.want_intermediates ? &out.blocks : nullptr);
+  const Eigen::RowVectorXd row =
+      rollout_row(steps, opt.start_layer, m.config, opt.want_intermediates ? &out.blocks : nullptr);
   out.token_map = grid_from_row(row, m.config);
   add_attention_intermediates(out, st.trace, nullptr);
 }
 
 // Chefer et al. 2021's Grad-CAM baseline: w_h = mean_{j≥1} ∇A_L[h, 0, j],
-// map = (E_h[w_h·A_L[h, 0, 1:]])⁺.
+// map = (E_h[w_h·A_L[h, 0, 1:]])⁺ — with the query row qᵀ· in place of row 0 and the patch
+// columns in place of j ≥ 1.
 void attn_gradcam(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   const Grads& g = target_grads(m, st, out.target);
   const std::vector<Mat>& A = st.trace.blocks.back().attn;
   const std::vector<Mat>& dA = g.blocks.back().attn;
-  const Eigen::Index n = A[0].cols();
+  const Eigen::Index n = A[0].cols(), P = m.config.num_patches();
+  const Eigen::RowVectorXd q = query_row(m.config);
   Eigen::RowVectorXd row = Eigen::RowVectorXd::Zero(n);  // (n)
   for (size_t h = 0; h < A.size(); ++h) {
-    const double w = dA[h].row(0).tail(n - 1).cast<double>().mean();
-    row += w * A[h].row(0).cast<double>();
+    const double w = (q * dA[h].cast<double>()).tail(P).mean();
+    row += w * (q * A[h].cast<double>());
   }
   row = (row / double(A.size())).cwiseMax(0.0);
   out.token_map = grid_from_row(row, m.config);
@@ -111,7 +115,7 @@ void grad_rollout(Explanation& out, const Model& m, ExplainState& st, const Meth
       bar += (g.blocks[b].attn[h].cast<double>().cwiseProduct(A[h].cast<double>())).cwiseMax(0.0);
     steps[b] = bar / double(A.size()) + MatD::Identity(n, n);
   }
-  const Eigen::RowVectorXd row = rollout_row(steps, 0, opt.want_intermediates ? &out.blocks : nullptr);
+  const Eigen::RowVectorXd row = rollout_row(steps, 0, m.config, opt.want_intermediates ? &out.blocks : nullptr);
   out.token_map = grid_from_row(row, m.config);
   add_attention_intermediates(out, st.trace, &g);
 }

@@ -29,8 +29,12 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
 // ∂y_t/∂(every activation) for out.target, computed once per (input, target).
 const Grads& target_grads(const Model& m, ExplainState& st, int target);
 
-// The (H/p, W/p) token map from row 0 of an (n, n) matrix: column 0 dropped, row-major.
-Mat grid_from_row(const Eigen::RowVectorXd& row0, const Config& c);
+// The (H/p, W/p) token map from a row over the n tokens: the prefix columns dropped, row-major.
+Mat grid_from_row(const Eigen::RowVectorXd& row, const Config& c);
+
+// qᵀ, the query of the methods (model.h, query_weights): e₀ᵀ for a CLS-pooled model; the row
+// qᵀ·M of an (n, n) matrix M is what becomes the map ("row 0" of METHODS.md).
+Eigen::RowVectorXd query_row(const Config& c);
 
 // E_h[f(h)] of H (n, n) matrices in double.
 MatD head_mean(const std::vector<Mat>& mats);

@@ -51,18 +51,18 @@ Mat token_relevance(const RelevancePass& pass, const Config& c) {
 }  // namespace
 
 // Chefer, Gur & Wolf 2021: Ā_b = E_h[(∇A_b ⊙ R_{A_b})⁺] (or E_h[(R_{A_b})⁺] without gradients),
-// C = (I + Ā_L)·…·(I + Ā_s), no row normalisation; map = C[0, 1:]. Single-block ablation:
-// (I + Ā_b)[0, 1:] = Ā_b[0, 1:].
+// C = (I + Ā_L)·…·(I + Ā_s), no row normalisation; map = C[0, 1:] (qᵀC on the patch columns).
+// Single-block ablation: (I + Ā_b)[0, 1:] = Ā_b[0, 1:].
 void transformer_attribution(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   const Config& c = m.config;
   const int lowest = opt.block >= 0 ? opt.block : opt.start_layer;
   const Grads* g = opt.use_grad ? &target_grads(m, st, out.target) : nullptr;
   lrp_propagate(st.chefer, m, trace_d(m, st), kCheferRules, out.target, lowest, false);
-  const int n = c.tokens();
-  Eigen::RowVectorXd row = Eigen::RowVectorXd::Unit(n, 0);  // (n) e₀ᵀ·C
+  Eigen::RowVectorXd row = query_row(c);  // (n) qᵀ·C
   if (opt.block >= 0) {
-    const MatD bar = relevance_bar(st.chefer.r_attn[size_t(opt.block)], g ? &g->blocks[size_t(opt.block)].attn : nullptr);
-    row = bar.row(0);
+    MatD bar = relevance_bar(st.chefer.r_attn[size_t(opt.block)], g ? &g->blocks[size_t(opt.block)].attn : nullptr);
+    bar.diagonal().array() += 1.0;  // qᵀ(I + Ā_b): for the CLS query, Ā_b[0, 1:]
+    row = row * bar;
     if (opt.want_intermediates) out.blocks[size_t(opt.block)].step = out.blocks[size_t(opt.block)].accumulated = bar.cast<float>();
   } else {
     std::vector<MatD> steps(size_t(c.depth));  // (L) × (n, n) I + Ā_b
@@ -90,7 +90,7 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
 void partial_lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   const Config& c = m.config;
   lrp_propagate(st.chefer, m, trace_d(m, st), kCheferRules, out.target, c.depth - 1, false);
-  out.token_map = grid_from_row(relevance_bar(st.chefer.r_attn.back(), nullptr).row(0), c);
+  out.token_map = grid_from_row(query_row(c) * relevance_bar(st.chefer.r_attn.back(), nullptr), c);
   out.conservation = st.chefer.report;
   add_attention_intermediates(out, st.trace, nullptr);
   add_relevance_intermediates(out, st.chefer);

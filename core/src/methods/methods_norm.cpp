@@ -46,7 +46,7 @@ constexpr StageText kStages[norm_stage_count] = {
     {"atb", "a_(i←j) = Σ_h A_h,ij · ((LN₁(x_j)·W_V^h + b_V^h)·W_O^h)"},
     {"atb-res", "x′_(i←j) = a_(i←j) + δ_ij · x_i"},
     {"atb-res-ln", "g_(i←j) = γ₂ ⊙ (x′_(i←j) − mean(x′_(i←j))) / std(x′_i)"},
-    {"atb-res-ln-ff", "f_(i←j) = (h_(i←j) ⊙ GELU(h_i)/h_i)·W₂,  h_(i←j) = g_(i←j)·W₁"},
+    {"atb-res-ln-ff", "f_(i←j) = (h_(i←j) ⊙ act(h_i)/h_i)·W₂,  h_(i←j) = g_(i←j)·W₁"},
     {"layer", "y_(i←j) = x′_(i←j) + f_(i←j)"},
 };
 
@@ -69,13 +69,22 @@ void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block
     // V_h' = v_h·W_O^hᵀ, v_h = columns 2d + h·d_h … of qkv (LN1(x)·W_V^hᵀ + b_V^h), W_O^h = proj_w[:, h·d_h …]
     const MatD v = bt.qkv.middleCols(2 * d + h * dh, dh).cast<double>();                // (n, d_h)
     t.value_out[size_t(h)] = v * bp.proj_w.middleCols(h * dh, dh).transpose().cast<double>();  // (n, d)
+    if (bp.ls1.size()) t.value_out[size_t(h)] *= bp.ls1.cast<double>().asDiagonal();  // LayerScale γ1
     t.value_ff[size_t(h)] = (centre_scale(t.value_out[size_t(h)], gamma2) * w1t).cast<float>();  // (n, mlp)
   }
   t.x_ff = (centre_scale(bt.x.cast<double>(), gamma2) * w1t).cast<float>();
-  // GELU(h)/h = Φ(h) for the exact GELU, so IG's closed form has no 0/0 at h = 0 (limit ½).
-  t.phi = bt.fc1.unaryExpr([](float h) { return float(0.5 * (1.0 + std::erf(double(h) / std::sqrt(2.0)))); });
-  const VecD bo = bp.proj_b.cast<double>();
-  t.ln_bias_core = (bo.array() - bo.mean()).matrix().cwiseProduct(gamma2);
+  // act(h)/h: Φ(h) for the exact GELU; its limit ½ at h = 0 for all three activations.
+  const Activation act = c.act;
+  t.phi = bt.fc1.unaryExpr([act](float h) { return float(activation_ratio(double(h), act)); });
+  t.bo = bp.proj_b.cast<double>();
+  t.w2 = bp.fc2_w;
+  t.b2 = bp.fc2_b;
+  if (bp.ls1.size()) t.bo = t.bo.cwiseProduct(bp.ls1.cast<double>());
+  if (bp.ls2.size()) {  // LayerScale γ2 multiplies each FF piece and the FF's bias
+    t.w2 = bp.ls2.asDiagonal() * t.w2;
+    t.b2 = t.b2.cwiseProduct(bp.ls2);
+  }
+  t.ln_bias_core = (t.bo.array() - t.bo.mean()).matrix().cwiseProduct(gamma2);
 }
 
 void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, int i) {
@@ -103,17 +112,17 @@ void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, 
   for (int h = 1; h < H; ++h) s.noalias() += bt.attn[size_t(h)].row(i).transpose().asDiagonal() * t.value_ff[size_t(h)];
   s.row(i) += t.x_ff.row(i);
   s = s * (t.phi.row(i).transpose() * float(rstd)).asDiagonal();
-  r.pieces[s_ff] = (s * bp.fc2_w.transpose()).cast<double>();  // (n, mlp)·(mlp, d)
+  r.pieces[s_ff] = (s * t.w2.transpose()).cast<double>();  // (n, mlp)·(mlp, d)
   // layer: the second residual
   r.pieces[s_layer] = xp + r.pieces[s_ff];
 
   // Bias terms: b_O through the stages; b1 joins the LN bias piece inside the FF, then b2.
-  const VecD bo = bp.proj_b.cast<double>();
+  const VecD& bo = t.bo;
   r.bias[s_atb] = bo;
   r.bias[s_res] = bo;
   r.bias[s_ln] = t.ln_bias_core * rstd + bp.norm2_b.cast<double>();
   const Vec hb = bp.fc1_w * r.bias[s_ln].cast<float>() + bp.fc1_b;  // (mlp) the bias piece's h, b1 included
-  r.bias[s_ff] = (bp.fc2_w * hb.cwiseProduct(t.phi.row(i).transpose())).cast<double>() + bp.fc2_b.cast<double>();
+  r.bias[s_ff] = (t.w2 * hb.cwiseProduct(t.phi.row(i).transpose())).cast<double>() + t.b2.cast<double>();
   r.bias[s_layer] = bo + r.bias[s_ff];
 }
 
@@ -179,7 +188,7 @@ void norm_based(Explanation& out, const Model& m, ExplainState& st, const Method
     }
     steps[size_t(b)] = std::move(N);
   }
-  Eigen::RowVectorXd row = Eigen::RowVectorXd::Unit(n, 0);  // e₀ᵀ·N̂_L·…·N̂_1, last block first
+  Eigen::RowVectorXd row = query_row(c);  // qᵀ·N̂_L·…·N̂_1, last block first
   for (int b = L - 1; b >= 0; --b) row = row * steps[size_t(b)];
   out.token_map = grid_from_row(row, c);
   if (opt.want_intermediates) {

@@ -38,18 +38,40 @@ void block_output_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, 
   block_mlp_forward(out, t, s, attn_out, w, c, rec);
 }
 
+namespace {
+
+// y = a + γ ⊙ b per row (LayerScale), or a + b without it (γ empty).
+template <typename T>
+void add_scaled(MatT<T>& y, const MatT<T>& a, const MatT<T>& b, const Vec& gamma) {
+  if (gamma.size() == 0) {
+    y = a + b;
+    return;
+  }
+  const Eigen::Array<T, 1, Eigen::Dynamic> g = gamma.cast<T>().transpose().array();
+  y = a;
+  y.array() += b.array().rowwise() * g;
+}
+
+// dy ⊙ γ per row, into `out` (the gradient at a LayerScale's input).
+void scale_rows(Mat& out, const Mat& dy, const Vec& gamma) {
+  out = dy;
+  if (gamma.size()) out.array().rowwise() *= gamma.transpose().array();
+}
+
+}  // namespace
+
 template <typename T>
 void block_mlp_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const MatT<T>& attn_out,
                        const BlockParams& w, const Config& c, BlockRecord rec) {
-  t.x_mid = t.x + attn_out;
+  add_scaled(t.x_mid, t.x, attn_out, w.ls1);
   MatT<T>& ln2 = kept(rec, t.ln2, s.ln);
   layernorm_forward(ln2, t.ln2_mean, t.ln2_rstd, t.x_mid, w.norm2_w, w.norm2_b, T(c.ln_eps));
   linear_forward(t.fc1, ln2, w.fc1_w, w.fc1_b, s.w);
   MatT<T>& act = kept(rec, t.act, s.act);
-  gelu_forward(act, t.fc1);
+  activation_forward(act, t.fc1, c.act);
   MatT<T>& mlp_out = kept(rec, t.mlp_out, s.mlp_out);
   linear_forward(mlp_out, act, w.fc2_w, w.fc2_b, s.w);
-  out = t.x_mid + mlp_out;
+  add_scaled(out, t.x_mid, mlp_out, w.ls2);
 }
 
 template <typename T>
@@ -78,21 +100,31 @@ template void block_mlp_forward(Mat&, BlockTrace&, BlockScratch&, const Mat&, co
 template void block_mlp_forward(MatD&, BlockTraceD&, BlockScratchD&, const MatD&, const BlockParams&,
                                 const Config&, BlockRecord);
 
-// out = x' + fc2(GELU(fc1(LN2(x')))), x' = x + proj(ctx): each Linear dx = dy·W, and x' receives
-// the residual's gradient plus LN2's.
+// out = x' + γ2 ⊙ fc2(act(fc1(LN2(x')))), x' = x + γ1 ⊙ proj(ctx) (γ = 1 without LayerScale):
+// each Linear dx = dy·W, a LayerScale d(branch) = γ ⊙ dy and dγ += Σ_rows dy ⊙ branch, and x'
+// receives the residual's gradient plus LN2's.
 void block_output_backward(BlockGrads& g, BlockParams* dw, const Mat& dout, const BlockTrace& t,
-                           const BlockParams& w, bool keep) {
+                           const BlockParams& w, const Config& c, bool keep) {
   assert(!dw || t.act.rows() == t.fc1.rows());  // dW needs the layer inputs: BlockRecord::all
-  if (keep) g.mlp_out = dout;
-  linear_backward(&g.act, dw ? &dw->fc2_w : nullptr, dw ? &dw->fc2_b : nullptr, dout, t.act, w.fc2_w);
-  gelu_backward(g.fc1, g.act, t.fc1);
+  const Mat* dm = &dout;  // at f
+  if (keep || w.ls2.size()) {
+    scale_rows(g.mlp_out, dout, w.ls2);
+    dm = &g.mlp_out;
+  }
+  if (dw && w.ls2.size()) dw->ls2 += (dout.array() * t.mlp_out.array()).colwise().sum().transpose().matrix();
+  linear_backward(&g.act, dw ? &dw->fc2_w : nullptr, dw ? &dw->fc2_b : nullptr, *dm, t.act, w.fc2_w);
+  activation_backward(g.fc1, g.act, t.fc1, c.act);
   linear_backward(&g.ln2, dw ? &dw->fc1_w : nullptr, dw ? &dw->fc1_b : nullptr, g.fc1, t.ln2, w.fc1_w);
   layernorm_backward(g.x_mid, dw ? &dw->norm2_w : nullptr, dw ? &dw->norm2_b : nullptr, g.ln2,
                      t.x_mid, t.ln2_mean, t.ln2_rstd, w.norm2_w);
   g.x_mid += dout;
-  if (keep) g.attn_out = g.x_mid;
-  linear_backward(&g.ctx, dw ? &dw->proj_w : nullptr, dw ? &dw->proj_b : nullptr, g.x_mid, t.ctx,
-                  w.proj_w);
+  const Mat* da = &g.x_mid;  // at o
+  if (keep || w.ls1.size()) {
+    scale_rows(g.attn_out, g.x_mid, w.ls1);
+    da = &g.attn_out;
+  }
+  if (dw && w.ls1.size()) dw->ls1 += (g.x_mid.array() * t.attn_out.array()).colwise().sum().transpose().matrix();
+  linear_backward(&g.ctx, dw ? &dw->proj_w : nullptr, dw ? &dw->proj_b : nullptr, *da, t.ctx, w.proj_w);
 }
 
 // x' = x + proj(attention(qkv(LN1(x)))): x receives the residual's gradient plus LN1's.
@@ -110,7 +142,7 @@ void block_attention_backward(BlockGrads& g, BlockParams* dw, const BlockTrace& 
 void block_backward(BlockGrads& g, BlockParams* dw, const Mat& dout, const BlockTrace& t,
                     const BlockParams& w, const Config& c, int copies, bool keep,
                     const BlockOptionsT<float>& opt) {
-  block_output_backward(g, dw, dout, t, w, keep);
+  block_output_backward(g, dw, dout, t, w, c, keep);
   block_attention_backward(g, dw, t, w, c, copies, keep, opt);
 }
 

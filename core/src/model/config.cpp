@@ -37,8 +37,28 @@ void validate_config(const Config& c) {
                                            std::to_string(c.image_w) +
                                            " is not a multiple of the patch size " +
                                            std::to_string(c.patch));
-  check_range("tokens (1 + patches)", int64_t(1) + int64_t(c.image_h / c.patch) * (c.image_w / c.patch),
-              2, limits::max_tokens);
+  check_range("register tokens", c.registers, 0, limits::max_registers);
+  check_range("tokens (prefix + patches)",
+              int64_t(c.prefix()) + int64_t(c.image_h / c.patch) * (c.image_w / c.patch), 2,
+              limits::max_tokens);
+  auto contradiction = [](const std::string& why) { throw Error(ErrorCode::bad_config, "config: " + why); };
+  if (c.pool == Pooling::token && !c.class_token)
+    contradiction("token pooling needs a class token (this model has none: use global_pool 'avg')");
+  if (c.pool == Pooling::token_avg && !c.class_token)
+    contradiction("token+avg pooling needs a class token");
+  if (c.dist_token && !c.class_token)
+    contradiction("a distillation token needs a class token before it");
+  if (c.dist_token && c.pool != Pooling::token)
+    contradiction(std::string("a distilled model pools its two tokens ('token'), not '") +
+                  pooling_name(c.pool) + "'");
+  if (c.fc_norm && c.pool != Pooling::avg)
+    contradiction(std::string("fc_norm is implemented for 'avg' pooling only, not '") +
+                  pooling_name(c.pool) + "'");
+  if (c.pool != Pooling::avg && !c.final_norm)
+    contradiction(std::string("'") + pooling_name(c.pool) + "' pooling reads the final norm, which this model lacks");
+  if ((c.pos_grid_h == 0) != (c.pos_grid_w == 0) || c.pos_grid_h < 0 || c.pos_grid_w < 0 ||
+      c.pos_grid_h > limits::max_image_side || c.pos_grid_w > limits::max_image_side)
+    contradiction("the checkpoint's position grid must be two positive sizes (or absent)");
   if (c.dim % c.heads)
     throw Error(ErrorCode::bad_config, "config: width " + std::to_string(c.dim) +
                                            " is not a multiple of the number of heads " +
@@ -61,6 +81,24 @@ void validate_config(const Config& c) {
       throw Error(ErrorCode::limit, "config: a class name is longer than " +
                                         std::to_string(limits::max_class_name_bytes) + " bytes");
   }
+}
+
+const char* pooling_name(Pooling p) {
+  switch (p) {
+    case Pooling::token: return "token";
+    case Pooling::avg: return "avg";
+    case Pooling::token_avg: return "token+avg";
+  }
+  return "?";
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::gelu: return "gelu";
+    case Activation::gelu_tanh: return "gelu_pytorch_tanh";
+    case Activation::quick_gelu: return "quick_gelu";
+  }
+  return "?";
 }
 
 void fill_config_defaults(Config& c) {

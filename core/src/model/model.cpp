@@ -1,83 +1,131 @@
 // model.cpp — parameter allocation, the named parameter list, and reproducible random models.
 #include "vitlens/model/model.h"
 
+#include <algorithm>
+#include <cassert>
 #include <cmath>
+
+#include "vitlens/tensor/error.h"
+#include "vitlens/tensor/limits.h"
 
 namespace vitlens {
 
-Params params_zeros(const Config& c) {
-  const int d = c.dim, n = c.tokens();
-  Params p;
-  p.patch_w = Mat::Zero(d, c.patch_dim());
-  p.patch_b = Vec::Zero(d);
-  p.cls_token = Vec::Zero(d);
-  p.pos_embed = Mat::Zero(n, d);
-  p.blocks.resize(size_t(c.depth));
-  for (BlockParams& b : p.blocks) {
-    b.norm1_w = Vec::Zero(d);
-    b.norm1_b = Vec::Zero(d);
-    b.qkv_w = Mat::Zero(3 * d, d);
-    b.qkv_b = Vec::Zero(3 * d);
-    b.proj_w = Mat::Zero(d, d);
-    b.proj_b = Vec::Zero(d);
-    b.norm2_w = Vec::Zero(d);
-    b.norm2_b = Vec::Zero(d);
-    b.fc1_w = Mat::Zero(c.mlp_dim, d);
-    b.fc1_b = Vec::Zero(c.mlp_dim);
-    b.fc2_w = Mat::Zero(d, c.mlp_dim);
-    b.fc2_b = Vec::Zero(d);
-  }
-  p.norm_w = Vec::Zero(d);
-  p.norm_b = Vec::Zero(d);
-  p.head_w = Mat::Zero(c.classes, d);
-  p.head_b = Vec::Zero(c.classes);
-  return p;
-}
-
 namespace {
 
-template <typename T>
-ParamRef ref(const std::string& name, T& t, std::vector<int> shape, bool quantisable) {
-  return ParamRef{name, t.data(), std::move(shape), size_t(t.size()), quantisable};
+// Every parameter tensor of a config, in file order: a plain config lists exactly the tensors it
+// listed before the variants existed (so its random weights and files are unchanged); a variant's
+// tensors appear only when the config has it. `bind` receives (name, shape, quantisable, field);
+// field is null when only the shapes are wanted.
+template <typename F>
+void for_each_param(Params* p, const Config& c, F&& bind) {
+  const int d = c.dim, m = c.mlp_dim;
+  bind("patch_embed.proj.weight", std::vector<int>{d, c.channels, c.patch, c.patch}, true,
+       p ? &p->patch_w : nullptr, nullptr);
+  bind("patch_embed.proj.bias", std::vector<int>{d}, false, nullptr, p ? &p->patch_b : nullptr);
+  if (c.class_token) bind("cls_token", std::vector<int>{1, 1, d}, false, nullptr, p ? &p->cls_token : nullptr);
+  if (c.dist_token) bind("dist_token", std::vector<int>{1, 1, d}, false, nullptr, p ? &p->dist_token : nullptr);
+  if (c.registers > 0)
+    bind("reg_token", std::vector<int>{1, c.registers, d}, false, p ? &p->reg_tokens : nullptr, nullptr);
+  bind("pos_embed", std::vector<int>{1, c.pos_rows(), d}, false, p ? &p->pos_embed : nullptr, nullptr);
+  if (c.pre_norm) {
+    bind("norm_pre.weight", std::vector<int>{d}, false, nullptr, p ? &p->pre_norm_w : nullptr);
+    bind("norm_pre.bias", std::vector<int>{d}, false, nullptr, p ? &p->pre_norm_b : nullptr);
+  }
+  for (int i = 0; i < c.depth; ++i) {
+    BlockParams* b = p ? &p->blocks[size_t(i)] : nullptr;
+    const std::string pre = "blocks." + std::to_string(i) + ".";
+    bind(pre + "norm1.weight", std::vector<int>{d}, false, nullptr, b ? &b->norm1_w : nullptr);
+    bind(pre + "norm1.bias", std::vector<int>{d}, false, nullptr, b ? &b->norm1_b : nullptr);
+    bind(pre + "attn.qkv.weight", std::vector<int>{3 * d, d}, true, b ? &b->qkv_w : nullptr, nullptr);
+    bind(pre + "attn.qkv.bias", std::vector<int>{3 * d}, false, nullptr, b ? &b->qkv_b : nullptr);
+    bind(pre + "attn.proj.weight", std::vector<int>{d, d}, true, b ? &b->proj_w : nullptr, nullptr);
+    bind(pre + "attn.proj.bias", std::vector<int>{d}, false, nullptr, b ? &b->proj_b : nullptr);
+    bind(pre + "norm2.weight", std::vector<int>{d}, false, nullptr, b ? &b->norm2_w : nullptr);
+    bind(pre + "norm2.bias", std::vector<int>{d}, false, nullptr, b ? &b->norm2_b : nullptr);
+    bind(pre + "mlp.fc1.weight", std::vector<int>{m, d}, true, b ? &b->fc1_w : nullptr, nullptr);
+    bind(pre + "mlp.fc1.bias", std::vector<int>{m}, false, nullptr, b ? &b->fc1_b : nullptr);
+    bind(pre + "mlp.fc2.weight", std::vector<int>{d, m}, true, b ? &b->fc2_w : nullptr, nullptr);
+    bind(pre + "mlp.fc2.bias", std::vector<int>{d}, false, nullptr, b ? &b->fc2_b : nullptr);
+    if (c.layer_scale) {
+      bind(pre + "ls1.gamma", std::vector<int>{d}, false, nullptr, b ? &b->ls1 : nullptr);
+      bind(pre + "ls2.gamma", std::vector<int>{d}, false, nullptr, b ? &b->ls2 : nullptr);
+    }
+  }
+  if (c.final_norm) {
+    bind("norm.weight", std::vector<int>{d}, false, nullptr, p ? &p->norm_w : nullptr);
+    bind("norm.bias", std::vector<int>{d}, false, nullptr, p ? &p->norm_b : nullptr);
+  }
+  if (c.fc_norm) {
+    bind("fc_norm.weight", std::vector<int>{d}, false, nullptr, p ? &p->fc_norm_w : nullptr);
+    bind("fc_norm.bias", std::vector<int>{d}, false, nullptr, p ? &p->fc_norm_b : nullptr);
+  }
+  bind("head.weight", std::vector<int>{c.classes, c.head_in()}, true, p ? &p->head_w : nullptr, nullptr);
+  bind("head.bias", std::vector<int>{c.classes}, false, nullptr, p ? &p->head_b : nullptr);
+  if (c.dist_token) {
+    bind("head_dist.weight", std::vector<int>{c.classes, d}, true, p ? &p->head_dist_w : nullptr, nullptr);
+    bind("head_dist.bias", std::vector<int>{c.classes}, false, nullptr, p ? &p->head_dist_b : nullptr);
+  }
+}
+
+int64_t shape_size(const std::vector<int>& shape) {
+  int64_t n = 1;
+  for (int s : shape) n *= s;
+  return n;
 }
 
 }  // namespace
 
+Params params_zeros(const Config& c) {
+  Params p;
+  p.blocks.resize(size_t(c.depth));
+  for_each_param(&p, c, [](const std::string&, const std::vector<int>& shape, bool, Mat* m, Vec* v) {
+    if (m) *m = Mat::Zero(shape.size() == 3 ? shape[1] : shape[0],
+                          shape.size() == 3 ? shape[2] : Eigen::Index(shape_size(shape) / shape[0]));
+    if (v) *v = Vec::Zero(Eigen::Index(shape_size(shape)));
+  });
+  return p;
+}
+
 std::vector<ParamRef> param_list(Params& p, const Config& c) {
-  const int d = c.dim, m = c.mlp_dim;
   std::vector<ParamRef> out;
-  out.push_back(ref("patch_embed.proj.weight", p.patch_w, {d, c.channels, c.patch, c.patch}, true));
-  out.push_back(ref("patch_embed.proj.bias", p.patch_b, {d}, false));
-  out.push_back(ref("cls_token", p.cls_token, {1, 1, d}, false));
-  out.push_back(ref("pos_embed", p.pos_embed, {1, c.tokens(), d}, false));
-  for (size_t i = 0; i < p.blocks.size(); ++i) {
-    BlockParams& b = p.blocks[i];
-    const std::string pre = "blocks." + std::to_string(i) + ".";
-    out.push_back(ref(pre + "norm1.weight", b.norm1_w, {d}, false));
-    out.push_back(ref(pre + "norm1.bias", b.norm1_b, {d}, false));
-    out.push_back(ref(pre + "attn.qkv.weight", b.qkv_w, {3 * d, d}, true));
-    out.push_back(ref(pre + "attn.qkv.bias", b.qkv_b, {3 * d}, false));
-    out.push_back(ref(pre + "attn.proj.weight", b.proj_w, {d, d}, true));
-    out.push_back(ref(pre + "attn.proj.bias", b.proj_b, {d}, false));
-    out.push_back(ref(pre + "norm2.weight", b.norm2_w, {d}, false));
-    out.push_back(ref(pre + "norm2.bias", b.norm2_b, {d}, false));
-    out.push_back(ref(pre + "mlp.fc1.weight", b.fc1_w, {m, d}, true));
-    out.push_back(ref(pre + "mlp.fc1.bias", b.fc1_b, {m}, false));
-    out.push_back(ref(pre + "mlp.fc2.weight", b.fc2_w, {d, m}, true));
-    out.push_back(ref(pre + "mlp.fc2.bias", b.fc2_b, {d}, false));
-  }
-  out.push_back(ref("norm.weight", p.norm_w, {d}, false));
-  out.push_back(ref("norm.bias", p.norm_b, {d}, false));
-  out.push_back(ref("head.weight", p.head_w, {c.classes, d}, true));
-  out.push_back(ref("head.bias", p.head_b, {c.classes}, false));
+  for_each_param(&p, c, [&](const std::string& name, const std::vector<int>& shape, bool quantisable,
+                            Mat* m, Vec* v) {
+    float* data = m ? m->data() : v->data();
+    const size_t size = m ? size_t(m->size()) : size_t(v->size());
+    assert(int64_t(size) == shape_size(shape));
+    out.push_back(ParamRef{name, data, shape, size, quantisable});
+  });
   return out;
 }
 
 int64_t param_count(const Config& c) {
-  const int64_t d = c.dim, m = c.mlp_dim;
-  const int64_t per_block = 4 * d + 3 * d * d + 3 * d + d * d + d + m * d + m + d * m + d;
-  return d * c.patch_dim() + d + d + int64_t(c.tokens()) * d + c.depth * per_block + 2 * d +
-         int64_t(c.classes) * d + c.classes;
+  int64_t n = 0;
+  for_each_param(nullptr, c, [&](const std::string&, const std::vector<int>& shape, bool, Mat*, Vec*) {
+    n += shape_size(shape);
+  });
+  return n;
+}
+
+std::vector<PoolPart> pool_parts(const Config& c) {
+  switch (c.pool) {
+    case Pooling::token:
+      if (c.dist_token) return {PoolPart{0}, PoolPart{1}};
+      return {PoolPart{0}};
+    case Pooling::avg: return {PoolPart{-1}};
+    case Pooling::token_avg: return {PoolPart{0}, PoolPart{-1}};
+  }
+  return {};
+}
+
+VecD query_weights(const Config& c) {
+  const std::vector<PoolPart> parts = pool_parts(c);
+  VecD q = VecD::Zero(c.tokens());
+  const double share = 1.0 / double(parts.size());
+  for (const PoolPart& part : parts) {
+    if (part.token >= 0) q[part.token] += share;
+    else q.tail(c.num_patches()).array() += share / double(c.num_patches());
+  }
+  return q;
 }
 
 uint64_t splitmix64(uint64_t x) {
@@ -112,14 +160,15 @@ Model random_model(const Config& cfg, uint64_t seed) {
     const ParamRef& r = refs[k];
     const bool is_norm = r.name.find("norm") != std::string::npos;
     double a = 0.1, offset = 0.0;
-    if (r.quantisable || r.name == "head.weight") {
+    if (r.quantisable) {
       size_t fan_in = 1;
       for (size_t j = 1; j < r.shape.size(); ++j) fan_in *= size_t(r.shape[j]);
       a = std::sqrt(3.0 / double(fan_in));
     } else if (is_norm && ends_with(r.name, ".weight")) {
       a = 0.2;
       offset = 1.0;
-    } else if (r.name == "cls_token" || r.name == "pos_embed") {
+    } else if (r.name == "cls_token" || r.name == "pos_embed" || r.name == "dist_token" ||
+               r.name == "reg_token" || ends_with(r.name, ".gamma")) {
       a = 0.5;
     }
     for (size_t i = 0; i < r.size; ++i)
@@ -133,6 +182,81 @@ Image random_input(const Config& cfg, uint64_t seed) {
   for (size_t i = 0; i < x.data.size(); ++i)
     x.data[i] = float(2.0 * uniform01(seed, 0xFFFF, i) - 1.0);
   return x;
+}
+
+namespace {
+
+// torch's cubic convolution kernel with A = −0.75: the weights of the 4 taps at offsets −1…2
+// for a fractional position t ∈ [0, 1).
+void cubic_weights(float t, float w[4]) {
+  const float A = -0.75f;
+  auto near = [&](float x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };          // |x| ≤ 1
+  auto far = [&](float x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };      // 1 < |x| < 2
+  w[0] = far(t + 1);
+  w[1] = near(t);
+  w[2] = near(1 - t);
+  w[3] = far(2 - t);
+}
+
+// Resamples a (rows_in, cols_in) grid of d-vectors (row-major, one token per row of `src`) to
+// (rows_out, cols_out): half-pixel centres (align_corners = False), source index
+// (o + ½)·in/out − ½, taps clamped at the borders, no antialiasing.
+Mat resample_grid(const Mat& src, int rows_in, int cols_in, int rows_out, int cols_out) {
+  const Eigen::Index d = src.cols();
+  Mat tmp = Mat::Zero(Eigen::Index(rows_in) * cols_out, d);  // columns first
+  Mat out = Mat::Zero(Eigen::Index(rows_out) * cols_out, d);
+  auto pass = [](int in, int o_idx, int out_n, int taps[4], float w[4]) {
+    const float scale = float(in) / float(out_n);
+    const float real = scale * (float(o_idx) + 0.5f) - 0.5f;
+    const float fl = std::floor(real);
+    cubic_weights(real - fl, w);
+    for (int k = 0; k < 4; ++k) taps[k] = std::min(std::max(int(fl) - 1 + k, 0), in - 1);
+  };
+  int taps[4];
+  float w[4];
+  for (int ox = 0; ox < cols_out; ++ox) {
+    pass(cols_in, ox, cols_out, taps, w);
+    for (int y = 0; y < rows_in; ++y)
+      for (int k = 0; k < 4; ++k)
+        tmp.row(Eigen::Index(y) * cols_out + ox) += w[k] * src.row(Eigen::Index(y) * cols_in + taps[k]);
+  }
+  for (int oy = 0; oy < rows_out; ++oy) {
+    pass(rows_in, oy, rows_out, taps, w);
+    for (int x = 0; x < cols_out; ++x)
+      for (int k = 0; k < 4; ++k)
+        out.row(Eigen::Index(oy) * cols_out + x) += w[k] * tmp.row(Eigen::Index(taps[k]) * cols_out + x);
+  }
+  return out;
+}
+
+}  // namespace
+
+Model resize_input(const Model& m, int h, int w) {
+  const Config& c = m.config;
+  if (c.pos_grid_h && (c.pos_grid_h != c.grid_h() || c.pos_grid_w != c.grid_w()))
+    throw Error(ErrorCode::bad_argument,
+                "this model was already resampled to another input size: resize the original");
+  Model out;
+  out.config = c;
+  out.config.image_h = h;
+  out.config.image_w = w;
+  out.config.pos_grid_h = c.grid_h();
+  out.config.pos_grid_w = c.grid_w();
+  validate_config(out.config);
+  if (param_count(out.config) > limits::max_params)
+    throw Error(ErrorCode::limit, "the model at " + std::to_string(h) + "×" + std::to_string(w) +
+                                      " is too large");
+  out.params = m.params;
+  out.provenance = m.provenance;
+  out.stored_int8 = m.stored_int8;
+  const int k = c.pos_prefix();
+  Mat pos(out.config.pos_rows(), c.dim);
+  pos.topRows(k) = m.params.pos_embed.topRows(k);
+  pos.bottomRows(out.config.num_patches()) =
+      resample_grid(m.params.pos_embed.bottomRows(c.num_patches()), c.grid_h(), c.grid_w(),
+                    out.config.grid_h(), out.config.grid_w());
+  out.params.pos_embed = std::move(pos);
+  return out;
 }
 
 }  // namespace vitlens

@@ -37,6 +37,54 @@ void check_options(const ForwardOptions& opt, const Config& c) {
 
 }  // namespace
 
+template <typename T>
+void tokens_forward(MatT<T>& tokens, MatT<T>* nopos, const MatT<T>& embed, const Params& p,
+                    const Config& c) {
+  const int n = c.tokens(), d = c.dim, P = c.num_patches(), k = c.pos_prefix();
+  tokens.resize(n, d);
+  int row = 0;
+  if (c.class_token) tokens.row(row++) = p.cls_token.cast<T>().transpose();
+  if (c.dist_token) tokens.row(row++) = p.dist_token.cast<T>().transpose();
+  if (c.registers) tokens.middleRows(row, c.registers) = p.reg_tokens.cast<T>();
+  tokens.bottomRows(P) = embed;
+  if (nopos) {
+    nopos->resize(c.pos_rows(), d);
+    nopos->topRows(k) = tokens.topRows(k);
+    nopos->bottomRows(P) = embed;
+  }
+  tokens.topRows(k) += p.pos_embed.topRows(k).cast<T>();
+  tokens.bottomRows(P) += p.pos_embed.bottomRows(P).cast<T>();
+}
+
+template void tokens_forward(Mat&, Mat*, const Mat&, const Params&, const Config&);
+template void tokens_forward(MatD&, MatD*, const MatD&, const Params&, const Config&);
+
+template <typename T>
+void pool_forward(MatT<T>& pooled, const MatT<T>& z, const Config& c) {
+  const std::vector<PoolPart> parts = pool_parts(c);
+  pooled.resize(Eigen::Index(parts.size()), c.dim);
+  for (size_t j = 0; j < parts.size(); ++j) {
+    if (parts[j].token >= 0) pooled.row(Eigen::Index(j)) = z.row(parts[j].token);
+    else pooled.row(Eigen::Index(j)) = z.bottomRows(c.num_patches()).colwise().mean();
+  }
+}
+
+template void pool_forward(Mat&, const Mat&, const Config&);
+template void pool_forward(MatD&, const MatD&, const Config&);
+
+HeadLinear::HeadLinear(const Params& p, const Config& c) {
+  if (!c.dist_token) {
+    wp_ = &p.head_w;
+    bp_ = &p.head_b;
+    return;
+  }
+  own_ = true;
+  w_.resize(c.classes, 2 * c.dim);
+  w_.leftCols(c.dim) = 0.5f * p.head_w;
+  w_.rightCols(c.dim) = 0.5f * p.head_dist_w;
+  b_ = 0.5f * (p.head_b + p.head_dist_b);
+}
+
 void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions& opt) {
   const Config& c = m.config;
   const Params& p = m.params;
@@ -51,46 +99,78 @@ void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions
     if (!std::isfinite(v)) throw Error(ErrorCode::bad_value, "input contains NaN or Inf");
   check_options(opt, c);
 
-  const int n = c.tokens(), d = c.dim;
   tr.input = x;
   im2col(tr.patches, x, c.patch);
   linear_forward(tr.embed, tr.patches, p.patch_w, p.patch_b);
-  tr.tokens.resize(n, d);
-  tr.tokens.row(0) = p.cls_token.transpose();
-  tr.tokens.bottomRows(n - 1) = tr.embed;
-  tr.tokens += p.pos_embed;
+  tokens_forward<float>(tr.tokens, nullptr, tr.embed, p, c);
 
   tr.blocks.resize(size_t(c.depth));
-  tr.blocks[0].x = tr.tokens;
+  if (c.pre_norm)
+    layernorm_forward(tr.blocks[0].x, tr.pre_mean, tr.pre_rstd, tr.tokens, p.pre_norm_w, p.pre_norm_b, c.ln_eps);
+  else
+    tr.blocks[0].x = tr.tokens;
   BlockScratch s;
   for (int b = 0; b < c.depth; ++b) {
     Mat& out = (b + 1 < c.depth) ? tr.blocks[size_t(b) + 1].x : tr.x_final;
     block_forward(out, tr.blocks[size_t(b)], s, p.blocks[size_t(b)], c, 1, BlockRecord::all,
                   block_options(opt, c, b));
   }
-  layernorm_forward(tr.ln_f, tr.lnf_mean, tr.lnf_rstd, tr.x_final, p.norm_w, p.norm_b, c.ln_eps);
-  tr.logits = p.head_w * tr.ln_f.row(0).transpose() + p.head_b;
+  if (c.final_norm)
+    layernorm_forward(tr.ln_f, tr.lnf_mean, tr.lnf_rstd, tr.x_final, p.norm_w, p.norm_b, c.ln_eps);
+  else
+    tr.ln_f = tr.x_final;
+  pool_forward(tr.pooled, tr.ln_f, c);
+  if (c.fc_norm)
+    layernorm_forward(tr.head_x, tr.fc_mean, tr.fc_rstd, tr.pooled, p.fc_norm_w, p.fc_norm_b, c.ln_eps);
+  else
+    tr.head_x = tr.pooled;
+  const HeadLinear head(p, c);
+  tr.logits = head.w() * Eigen::Map<const Vec>(tr.head_x.data(), tr.head_x.size()) + head.b();
 }
 
 void vit_backward(Grads& g, Params* dp, const Model& m, const Trace& tr, const Vec& dlogits,
                   const ForwardOptions& opt) {
   const Config& c = m.config;
   const Params& p = m.params;
-  const int n = c.tokens(), d = c.dim;
+  const int n = c.tokens(), d = c.dim, P = c.num_patches();
   if (dlogits.size() != c.classes)
     throw Error(ErrorCode::bad_argument, "the output gradient needs one value per class");
   assert(tr.blocks.size() == size_t(c.depth));
 
   g.logits = dlogits;
-  // logits = W_head · ln_f[0] + b_head
-  g.ln_f = Mat::Zero(n, d);
-  g.ln_f.row(0) = (p.head_w.transpose() * dlogits).transpose();
+  // logits = W·vec(head_x) + b, W = [W_0 … W_{k−1}] (distilled: ½[W_head, W_dist])
+  const HeadLinear head(p, c);
+  const Eigen::Index k = tr.head_x.rows();
+  g.head_x.resize(k, d);
+  Eigen::Map<Vec>(g.head_x.data(), g.head_x.size()) = head.w().transpose() * dlogits;
   if (dp) {
-    dp->head_w.noalias() += dlogits * tr.ln_f.row(0);
-    dp->head_b += dlogits;
+    if (c.dist_token) {
+      dp->head_w.noalias() += 0.5f * dlogits * tr.head_x.row(0);
+      dp->head_dist_w.noalias() += 0.5f * dlogits * tr.head_x.row(1);
+      dp->head_b += 0.5f * dlogits;
+      dp->head_dist_b += 0.5f * dlogits;
+    } else {
+      dp->head_w.noalias() += dlogits * Eigen::Map<const Vec>(tr.head_x.data(), tr.head_x.size()).transpose();
+      dp->head_b += dlogits;
+    }
   }
-  layernorm_backward(g.x_final, dp ? &dp->norm_w : nullptr, dp ? &dp->norm_b : nullptr, g.ln_f,
-                     tr.x_final, tr.lnf_mean, tr.lnf_rstd, p.norm_w);
+  if (c.fc_norm)
+    layernorm_backward(g.pooled, dp ? &dp->fc_norm_w : nullptr, dp ? &dp->fc_norm_b : nullptr,
+                       g.head_x, tr.pooled, tr.fc_mean, tr.fc_rstd, p.fc_norm_w);
+  else
+    g.pooled = g.head_x;
+  // pool: a token part copies its row, a mean part spreads 1/P to every patch row
+  g.ln_f = Mat::Zero(n, d);
+  const std::vector<PoolPart> parts = pool_parts(c);
+  for (size_t j = 0; j < parts.size(); ++j) {
+    if (parts[j].token >= 0) g.ln_f.row(parts[j].token) += g.pooled.row(Eigen::Index(j));
+    else g.ln_f.bottomRows(P).rowwise() += g.pooled.row(Eigen::Index(j)) / float(P);
+  }
+  if (c.final_norm)
+    layernorm_backward(g.x_final, dp ? &dp->norm_w : nullptr, dp ? &dp->norm_b : nullptr, g.ln_f,
+                       tr.x_final, tr.lnf_mean, tr.lnf_rstd, p.norm_w);
+  else
+    g.x_final = g.ln_f;
 
   g.blocks.resize(size_t(c.depth));
   const Mat* dout = &g.x_final;
@@ -100,12 +180,23 @@ void vit_backward(Grads& g, Params* dp, const Model& m, const Trace& tr, const V
                    p.blocks[size_t(b)], c, 1, true, block_options(opt, c, b));
     dout = &gb.x;
   }
-  g.tokens = *dout;
-  if (dp) {
-    dp->pos_embed += g.tokens;
-    dp->cls_token += g.tokens.row(0).transpose();
+  if (c.pre_norm) {
+    g.pre_ln = *dout;
+    layernorm_backward(g.tokens, dp ? &dp->pre_norm_w : nullptr, dp ? &dp->pre_norm_b : nullptr,
+                       g.pre_ln, tr.tokens, tr.pre_mean, tr.pre_rstd, p.pre_norm_w);
+  } else {
+    g.tokens = *dout;
   }
-  g.embed = g.tokens.bottomRows(n - 1);
+  const int kpos = c.pos_prefix();
+  if (dp) {
+    dp->pos_embed.topRows(kpos) += g.tokens.topRows(kpos);
+    dp->pos_embed.bottomRows(P) += g.tokens.bottomRows(P);
+    int row = 0;
+    if (c.class_token) dp->cls_token += g.tokens.row(row++).transpose();
+    if (c.dist_token) dp->dist_token += g.tokens.row(row++).transpose();
+    if (c.registers) dp->reg_tokens += g.tokens.middleRows(row, c.registers);
+  }
+  g.embed = g.tokens.bottomRows(P);
   linear_backward(&g.patches, dp ? &dp->patch_w : nullptr, dp ? &dp->patch_b : nullptr, g.embed,
                   tr.patches, p.patch_w);
   col2im(g.input, g.patches, c.channels, c.image_h, c.image_w, c.patch);

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "vitlens/layers/layers.h"
+#include "vitlens/model/vit.h"
 
 namespace vitlens {
 
@@ -30,26 +31,37 @@ int relevance_rows(const MatD& r) {
 void lrp_forward(TraceD& t, const Model& m, const Image& x) {
   const Config& c = m.config;
   const Params& p = m.params;
-  const int n = c.tokens(), d = c.dim;
   const double eps = double(c.ln_eps);
   LrpScratch s;
   Mat patches;  // (P, C·p·p) float: the image values, exact in double
   im2col(patches, x, c.patch);
   t.patches = patches.cast<double>();
   linear_forward(t.embed, t.patches, p.patch_w, p.patch_b, s);
-  t.tokens_nopos.resize(n, d);
-  t.tokens_nopos.row(0) = p.cls_token.cast<double>().transpose();
-  t.tokens_nopos.bottomRows(n - 1) = t.embed;
+  tokens_forward<double>(t.tokens, &t.tokens_nopos, t.embed, p, c);
+  t.pos = p.pos_embed.cast<double>();
 
   t.blocks.resize(size_t(c.depth));
-  t.blocks[0].x = t.tokens_nopos + p.pos_embed.cast<double>();
+  if (c.pre_norm)
+    layernorm_forward(t.blocks[0].x, t.pre_mean, t.pre_rstd, t.tokens, p.pre_norm_w, p.pre_norm_b, eps);
+  else
+    t.blocks[0].x = t.tokens;
   BlockScratchD bs;
   for (int b = 0; b < c.depth; ++b) {
     MatD& out = (b + 1 < c.depth) ? t.blocks[size_t(b) + 1].x : t.x_final;
     block_forward(out, t.blocks[size_t(b)], bs, p.blocks[size_t(b)], c, 1, BlockRecord::relevance);
   }
-  layernorm_forward(t.ln_f, t.lnf_mean, t.lnf_rstd, t.x_final, p.norm_w, p.norm_b, eps);
-  t.logits = p.head_w.cast<double>() * t.ln_f.row(0).transpose() + p.head_b.cast<double>();
+  if (c.final_norm)
+    layernorm_forward(t.ln_f, t.lnf_mean, t.lnf_rstd, t.x_final, p.norm_w, p.norm_b, eps);
+  else
+    t.ln_f = t.x_final;
+  pool_forward(t.pooled, t.ln_f, c);
+  if (c.fc_norm)
+    layernorm_forward(t.head_x, t.fc_mean, t.fc_rstd, t.pooled, p.fc_norm_w, p.fc_norm_b, eps);
+  else
+    t.head_x = t.pooled;
+  const HeadLinear head(p, c);
+  t.logits = head.w().cast<double>() * Eigen::Map<const VecD>(t.head_x.data(), t.head_x.size()) +
+             head.b().cast<double>();
 }
 
 namespace {
@@ -58,25 +70,62 @@ void log_layer(ConservationReport& rep, const std::string& layer, double out, do
   rep.layers.push_back({layer, out, in});
 }
 
-// From the seed at the logits to the relevance at the last block's output.
+// From the seed at the logits to the relevance at the last block's output: the head (one linear
+// layer on the pool parts), fc_norm, the pooling, the final norm.
 void propagate_head(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules) {
   const Config& c = m.config;
   const Params& p = m.params;
+  const int n = c.tokens(), d = c.dim, P = c.num_patches();
   ConservationReport& rep = pass.report;
   LrpScratch& s = pass.scratch;
   MatD seed = MatD::Zero(1, c.classes);  // (1, classes)
   seed(0, pass.target) = rules.seed == SeedRule::one_hot ? 1.0 : t.logits[pass.target];
   rep.seed_sum = seed.sum();
-  const MatD pooled = t.ln_f.topRows(1);             // (1, d) the CLS row of the final LN
-  const MatD logits = t.logits.transpose();          // (1, classes)
-  MatD r_pooled;                                     // (1, d)
-  linear_relevance(r_pooled, seed, pooled, logits, p.head_w, p.head_b, rules.linear, s);
-  log_layer(rep, "head", seed.sum(), r_pooled.sum());
-  MatD r_lnf = MatD::Zero(c.tokens(), c.dim);        // (n, d) CLS pooling: all to token 0
-  r_lnf.row(0) = r_pooled.row(0);
+  const Eigen::Index k = t.head_x.rows();
+  const MatD head_in = Eigen::Map<const MatD>(t.head_x.data(), 1, k * d);  // (1, k·d)
+  const MatD logits = t.logits.transpose();                                 // (1, classes)
+  const HeadLinear head(p, c);
+  MatD r_head;                                                              // (1, k·d)
+  linear_relevance(r_head, seed, head_in, logits, head.w(), head.b(), rules.linear, s);
+  log_layer(rep, "head", seed.sum(), r_head.sum());
+  MatD r_pooled = Eigen::Map<const MatD>(r_head.data(), k, d);              // (k, d)
+  if (c.fc_norm) {
+    MatD r_in;
+    layernorm_relevance(r_in, r_pooled, t.pooled, t.head_x, t.fc_rstd, p.fc_norm_w, rules.layernorm);
+    log_layer(rep, "fc_norm", r_pooled.sum(), r_in.sum());
+    r_pooled = std::move(r_in);
+  }
+  MatD r_lnf = MatD::Zero(n, d);  // (n, d)
+  const std::vector<PoolPart> parts = pool_parts(c);
+  for (size_t j = 0; j < parts.size(); ++j) {
+    if (parts[j].token >= 0) {  // a token part: all its relevance to that token
+      r_lnf.row(parts[j].token) += r_pooled.row(Eigen::Index(j));
+      continue;
+    }
+    // the mean of the patch tokens, per feature a linear layer with weights 1/P: inputs (d, P)
+    const MatD x = t.ln_f.bottomRows(P).transpose();
+    const MatD y = t.pooled.row(Eigen::Index(j)).transpose();  // (d, 1)
+    const Mat w = Mat::Constant(1, P, 1.0f / float(P));
+    MatD r_in;
+    linear_relevance(r_in, r_pooled.row(Eigen::Index(j)).transpose(), x, y, w, Vec::Zero(1),
+                     rules.linear, s);
+    r_lnf.bottomRows(P) += r_in.transpose();
+  }
   log_layer(rep, "pool", r_pooled.sum(), r_lnf.sum());
-  layernorm_relevance(pass.r, r_lnf, t.x_final, t.ln_f, t.lnf_rstd, p.norm_w, rules.layernorm);
-  log_layer(rep, "norm", r_lnf.sum(), pass.r.sum());
+  if (c.final_norm) {
+    layernorm_relevance(pass.r, r_lnf, t.x_final, t.ln_f, t.lnf_rstd, p.norm_w, rules.layernorm);
+    log_layer(rep, "norm", r_lnf.sum(), pass.r.sum());
+  } else {
+    pass.r = std::move(r_lnf);
+  }
+}
+
+// γ ⊙ branch per row, or the branch itself without LayerScale.
+MatD scaled(const MatD& branch, const Vec& gamma) {
+  if (gamma.size() == 0) return branch;
+  MatD out = branch;
+  out.array().rowwise() *= gamma.cast<double>().transpose().array();
+  return out;
 }
 
 // Through block b: pass.r at the block's output → pass.r at its input.
@@ -88,8 +137,8 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   LrpScratch& s = pass.scratch;
   const std::string pre = "blocks." + std::to_string(b) + ".";
   MatD r_res, r_branch, r_tmp, r_tmp2;  // (n, d) or (n, mlp)
-  // x_{b+1} = x' + f
-  add_relevance(r_res, r_branch, pass.r, bt.x_mid, bt.mlp_out, rules.add);
+  // x_{b+1} = x' + γ2 ⊙ f; LayerScale passes the branch's relevance to f unchanged
+  add_relevance(r_res, r_branch, pass.r, bt.x_mid, scaled(bt.mlp_out, w.ls2), rules.add);
   log_layer(rep, pre + "add2", pass.r.sum(), r_res.sum() + r_branch.sum());
   linear_relevance(r_tmp, r_branch, bt.act, bt.mlp_out, w.fc2_w, w.fc2_b, rules.linear, s);
   log_layer(rep, pre + "mlp.fc2", r_branch.sum(), r_tmp.sum());
@@ -100,8 +149,8 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   log_layer(rep, pre + "norm2", r_tmp2.sum(), r_tmp.sum());
   r_res += r_tmp;  // x' feeds both the residual and LN2: the branch relevances add
   log_layer(rep, pre + "clone2", r_res.sum(), r_res.sum());
-  // x' = x_b + o
-  add_relevance(r_tmp, r_branch, r_res, bt.x, bt.attn_out, rules.add);
+  // x' = x_b + γ1 ⊙ o
+  add_relevance(r_tmp, r_branch, r_res, bt.x, scaled(bt.attn_out, w.ls1), rules.add);
   log_layer(rep, pre + "add1", r_res.sum(), r_tmp.sum() + r_branch.sum());
   MatD r_ctx, r_qkv;  // (n, d), (n, 3d)
   linear_relevance(r_ctx, r_branch, bt.ctx, bt.attn_out, w.proj_w, w.proj_b, rules.linear, s);
@@ -121,16 +170,26 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   rep.block_input_sums[size_t(b)] = pass.r.sum();
 }
 
-// From E0 through the position-embedding add and the patch embedding to the pixels.
+// From block 0's input through norm_pre, the position-embedding add (over the rows that have a
+// pos_embed row) and the patch embedding to the pixels; the prefix tokens' shares are dropped.
 void propagate_embedding(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules) {
   const Config& c = m.config;
   const Params& p = m.params;
+  const int P = c.num_patches(), kpos = c.pos_prefix();
   ConservationReport& rep = pass.report;
-  MatD r_tok, r_pos;  // (n, d)
-  add_relevance(r_tok, r_pos, pass.r, t.tokens_nopos, p.pos_embed.cast<double>(), rules.add);
-  log_layer(rep, "pos_embed.add", pass.r.sum(), r_tok.sum() + r_pos.sum());
-  const MatD r_embed = r_tok.bottomRows(c.num_patches());  // (P, d) the CLS token's share dropped
-  log_layer(rep, "drop_cls", r_tok.sum(), r_embed.sum());
+  MatD r_e0 = pass.r;  // (n, d) at E0
+  if (c.pre_norm) {
+    layernorm_relevance(r_e0, pass.r, t.tokens, t.blocks[0].x, t.pre_rstd, p.pre_norm_w, rules.layernorm);
+    log_layer(rep, "norm_pre", pass.r.sum(), r_e0.sum());
+  }
+  MatD r_added(c.pos_rows(), c.dim);  // the rows of E0 the add produced, in pos_embed's order
+  r_added.topRows(kpos) = r_e0.topRows(kpos);
+  r_added.bottomRows(P) = r_e0.bottomRows(P);
+  MatD r_tok, r_pos;  // (pos_rows, d)
+  add_relevance(r_tok, r_pos, r_added, t.tokens_nopos, t.pos, rules.add);
+  log_layer(rep, "pos_embed.add", r_e0.sum(), r_tok.sum() + r_pos.sum() + (r_e0.sum() - r_added.sum()));
+  const MatD r_embed = r_tok.bottomRows(P);  // (P, d) the prefix tokens' shares dropped
+  log_layer(rep, "drop_cls", r_tok.sum() + (r_e0.sum() - r_added.sum()), r_embed.sum());
   patch_embed_relevance(pass.pixel_map, r_embed, t.patches, t.embed, p.patch_w, p.patch_b,
                         rules.patch, c.channels, c.image_h, c.image_w, c.patch, pass.scratch);
   rep.image_sum = pass.pixel_map.sum();

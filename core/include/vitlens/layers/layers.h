@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "vitlens/layers/activation.h"
 #include "vitlens/tensor/tensor.h"
 
 namespace vitlens {
@@ -38,11 +39,19 @@ void layernorm_forward(MatD& y, VecD& mean, VecD& rstd, const MatD& x, const Vec
 void layernorm_backward(Mat& dx, Vec* dw, Vec* db, const Mat& dy, const Mat& x, const Vec& mean,
                         const Vec& rstd, const Vec& w);
 
-// Exact GELU: x·Φ(x) = 0.5·x·(1 + erf(x/√2)).
+// The MLP activation (activation.h); `gelu` is the exact x·Φ(x).
+float activation(float x, Activation a);
+float activation_grad(float x, Activation a);
+void activation_forward(Mat& y, const Mat& x, Activation a);
+void activation_forward(MatD& y, const MatD& x, Activation a);  // C library erf/tanh/exp
+void activation_backward(Mat& dx, const Mat& dy, const Mat& x, Activation a);
+// act(h)/h in double, ½ (its limit) at h ≈ 0: the norm-based method's closed-form IG factor.
+double activation_ratio(double h, Activation a);
+// The exact GELU (Activation::gelu) by name.
 float gelu(float x);
 float gelu_grad(float x);  // Φ(x) + x·φ(x)
 void gelu_forward(Mat& y, const Mat& x);
-void gelu_forward(MatD& y, const MatD& x);  // with std::erf (the relevance pass's forward)
+void gelu_forward(MatD& y, const MatD& x);
 void gelu_backward(Mat& dx, const Mat& dy, const Mat& x);
 
 // Row-wise softmax in place-safe form: p = softmax(s) per row (p may be s).

@@ -85,7 +85,8 @@ struct AttrTree {
 // ≤ 0 give no edges); the root is argmax_{j ≥ 1} Σ_i M_{L−1}[i, j] (only the CLS row is nonzero in
 // the last block); then for l = L−2 … 0, every entry M̂_l[i, j] > τ with i a node before block l
 // and j ≥ 1 not yet a node adds the edge i→j, the highest score first (one parent per node).
-AttrTree attattr_tree(const std::vector<AttAttrBlock>& attr, double threshold);
+// `prefix`: the tokens before the patches (Config::prefix(); 1 for a CLS-only model), never nodes.
+AttrTree attattr_tree(const std::vector<AttAttrBlock>& attr, double threshold, int prefix = 1);
 // {root, threshold, grid:[rows, cols], nodes:[{token,row,col}], edges:[{from,to,block,score}]};
 // row, col: the patch's place in the (H/p, W/p) grid (token t ≥ 1 is patch t − 1, row-major).
 std::string attr_tree_json(const AttrTree& t, const Config& c);

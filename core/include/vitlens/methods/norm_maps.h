@@ -47,11 +47,15 @@ const char* norm_stage_formula(NormStage s);
 // What one block's decomposition needs, computed once per block from the trace and the weights.
 struct NormTables {
   int block = -1;
-  std::vector<MatD> value_out;  // H × (n, d)    V_h' = v_h·W_O^hᵀ (b_V included, b_O not)
-  std::vector<Mat> value_ff;    // H × (n, mlp)  (γ2 ⊙ centre(V_h'))·W1ᵀ
+  std::vector<MatD> value_out;  // H × (n, d)    V_h' = (v_h·W_O^hᵀ) ⊙ γ1 (b_V included, b_O not;
+                                //               γ1 = LayerScale, 1 without it)
+  std::vector<Mat> value_ff;    // H × (n, mlp)  (γ2 ⊙ centre(V_h'))·W1ᵀ (γ2 = norm2's weight)
   Mat x_ff;                     // (n, mlp)      (γ2 ⊙ centre(x))·W1ᵀ, the residual's share
-  Mat phi;                      // (n, mlp)      Φ(h_i) = GELU(h_i)/h_i at the actual pre-activation
-  VecD ln_bias_core;            // (d)           γ2 ⊙ (b_O − mean(b_O)), scaled by rstd2_i per row
+  Mat phi;                      // (n, mlp)      act(h_i)/h_i at the actual pre-activation
+  VecD bo;                      // (d)           γ1 ⊙ b_O
+  VecD ln_bias_core;            // (d)           γ2 ⊙ (bo − mean(bo)), scaled by rstd2_i per row
+  Mat w2;                       // (d, mlp)      W2 with row r scaled by LayerScale's γ2[r]
+  Vec b2;                       // (d)           γ2_ls ⊙ b2
 };
 
 void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block);

@@ -3,7 +3,8 @@
 // for the relevance pass) over c independent copies of n tokens stacked as (c·n, d) token
 // matrices (as llm.c's layers take B), and its backward in float.
 //
-//   x' = x + proj(attention(qkv(LN1(x)))),   out = x' + fc2(GELU(fc1(LN2(x'))))
+//   x' = x + γ1 ⊙ proj(attention(qkv(LN1(x)))),   out = x' + γ2 ⊙ fc2(act(fc1(LN2(x'))))
+//   (γ = 1 without LayerScale; act the config's activation)
 //
 // Built on it: vit_forward / vit_backward (vit.h, one copy, everything recorded), lrp_forward
 // (lrp.h, double, what the relevance rules read) and attattr's stacked pass over the scaled
@@ -44,13 +45,13 @@ struct BlockTraceT {
   std::vector<MatT<T>> scores;  // (c·H) × (n, n) q·kᵀ/√d_h, copy k head h at k·H + h     [all]
   std::vector<MatT<T>> attn;    // (c·H) × (n, n) A_b as used (after head mask / override)
   MatT<T> ctx;                  // (R, d)    concat_h A_h·v_h                            [full]
-  MatT<T> attn_out;             // (R, d)    ctx·Wprojᵀ + bproj                          [full]
-  MatT<T> x_mid;                // (R, d)    x' = x_b + attn_out
+  MatT<T> attn_out;             // (R, d)    o = ctx·Wprojᵀ + bproj (before LayerScale)  [full]
+  MatT<T> x_mid;                // (R, d)    x' = x_b + γ1 ⊙ o
   MatT<T> ln2;                  // (R, d)    LN2(x')                                     [full]
   VecT<T> ln2_mean, ln2_rstd;   // (R)
   MatT<T> fc1;                  // (R, mlp)  pre-activation h
-  MatT<T> act;                  // (R, mlp)  GELU(h)                                     [full]
-  MatT<T> mlp_out;              // (R, d)                                                [full]
+  MatT<T> act;                  // (R, mlp)  act(h)                                      [full]
+  MatT<T> mlp_out;              // (R, d)    f = act·W2ᵀ + b2 (before LayerScale)        [full]
   // the block output x_{b+1} is the next block's x (or the trace's x_final)
 };
 using BlockTrace = BlockTraceT<float>;
@@ -91,8 +92,9 @@ template <typename T>
 void block_mlp_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const MatT<T>& attn_out,
                        const BlockParams& w, const Config& c, BlockRecord rec);
 
-// Gradients at the block's activations (names as in BlockTrace). With keep = false (attattr),
-// mlp_out and attn_out are not copied and scores / attn hold one (n, n) matrix each.
+// Gradients at the block's activations (names as in BlockTrace; mlp_out and attn_out are the
+// gradients at f and o, before LayerScale). With keep = false (attattr), scores / attn hold one
+// (n, n) matrix each.
 struct BlockGrads {
   Mat x, ln1, qkv;                // (R, ·)
   std::vector<Mat> scores, attn;  // (c·H) × (n, n): ∂/∂scores, ∂/∂A
@@ -106,7 +108,7 @@ void block_backward(BlockGrads& g, BlockParams* dw, const Mat& dout, const Block
                     const BlockOptionsT<float>& opt = {});
 // Its two halves: dout → g.ctx (and g.x_mid), then g.ctx, g.x_mid → g.x.
 void block_output_backward(BlockGrads& g, BlockParams* dw, const Mat& dout, const BlockTrace& t,
-                           const BlockParams& w, bool keep);
+                           const BlockParams& w, const Config& c, bool keep);
 void block_attention_backward(BlockGrads& g, BlockParams* dw, const BlockTrace& t,
                               const BlockParams& w, const Config& c, int copies, bool keep,
                               const BlockOptionsT<float>& opt = {});

@@ -25,17 +25,25 @@ struct BlockParams {
   Vec fc1_b;             // (mlp)
   Mat fc2_w;             // (d, mlp)     blocks.N.mlp.fc2.weight
   Vec fc2_b;             // (d)
+  Vec ls1, ls2;          // (d)          blocks.N.ls1.gamma, ls2.gamma; empty without LayerScale
 };
 
+// Tensors a variant does not have are empty (Config says which are present).
 struct Params {
   Mat patch_w;    // (d, C·p·p)  patch_embed.proj.weight, flattened (C, p, p)
-  Vec patch_b;    // (d)
+  Vec patch_b;    // (d)         zeros when the checkpoint has no patch bias
   Vec cls_token;  // (d)         cls_token
-  Mat pos_embed;  // (n, d)      pos_embed
+  Vec dist_token; // (d)         dist_token (distilled)
+  Mat reg_tokens; // (r, d)      reg_token
+  Mat pos_embed;  // (pos_rows, d) pos_embed: [CLS][DIST] rows unless no_embed_class, then patches
+  Vec pre_norm_w, pre_norm_b;       // (d) norm_pre.{weight,bias}
   std::vector<BlockParams> blocks;  // (L)
-  Vec norm_w, norm_b;  // (d)    norm.{weight,bias}
-  Mat head_w;     // (classes, d) head.weight
+  Vec norm_w, norm_b;  // (d)    norm.{weight,bias} (final_norm)
+  Vec fc_norm_w, fc_norm_b;  // (d) fc_norm.{weight,bias}
+  Mat head_w;     // (classes, head_in) head.weight
   Vec head_b;     // (classes)
+  Mat head_dist_w;  // (classes, d) head_dist.weight (distilled)
+  Vec head_dist_b;  // (classes)
 };
 
 // One parameter tensor seen through its checkpoint name. `quantisable` marks the linear and
@@ -63,6 +71,19 @@ struct Model {
   bool stored_int8 = false;  // weights were dequantised from int8 on load
 };
 
+// The head's input is the concatenation of these parts, each a weighted sum of the final-norm
+// tokens: one token (token pooling: CLS, and DIST for distilled models) or the mean of the patch
+// tokens (avg). Distilled models have two parts, each read by its own head (head, head_dist).
+struct PoolPart {
+  int token = -1;  // the token read; -1: the mean of the P patch tokens
+};
+std::vector<PoolPart> pool_parts(const Config& cfg);
+
+// The query of the methods (METHODS.md "Method conventions"): the n token weights whose
+// combination of rows of an n×n matrix becomes the map — the mean of the pool parts' weights
+// (the CLS row; ½(CLS + DIST); the mean of the patch rows; ½(CLS + the patch mean)).
+VecD query_weights(const Config& cfg);
+
 // Random weights from a counter-based generator that a test reference reproduces exactly
 // (tests/reference/vit_ref.py): element i of the k-th tensor of param_list gets
 //   z = splitmix64(seed·0x100000001B3 + (k << 32) + i)   (mod 2^64)
@@ -70,6 +91,9 @@ struct Model {
 //   value = a·(2u − 1) (+ 1 for LayerNorm weights), where a is
 //   √(3/fan_in) for quantisable weights and the head (fan_in = product of dims after the first),
 //   0.2 for LayerNorm weights, 0.1 for biases (LayerNorm biases included), 0.5 for cls/pos.
+// LayerScale γ, register / distillation tokens get a = 0.5 like cls/pos (γ offset by 0: a small
+// positive and negative scale). Tensors of a variant are in param_list only when present, so
+// a plain config draws exactly what it drew before the variants existed.
 // Used for the benchmark shape and tests.
 Model random_model(const Config& cfg, uint64_t seed);
 
@@ -78,5 +102,12 @@ uint64_t splitmix64(uint64_t x);
 
 // A random normalised input with the same generator (tensor index k = 0xFFFF, a = 1).
 Image random_input(const Config& cfg, uint64_t seed);
+
+// The model at another input size h × w (multiples of the patch): pos_embed's patch rows, as a
+// (d, gh, gw) grid, resampled bicubically (A = −0.75, half-pixel centres, clamped borders, no
+// antialiasing: torch's interpolate(mode='bicubic', align_corners=False)) in float; the prefix
+// rows kept. The original grid is recorded in config.pos_grid_*; resizing again starts from it
+// only if the model still holds it (resample from the checkpoint, not from a resampled copy).
+Model resize_input(const Model& m, int h, int w);
 
 }  // namespace vitlens

@@ -18,12 +18,45 @@ struct Trace {
   Image input;              // (C, H, W) normalised
   Mat patches;              // (P, C·p·p) im2col of the input, row-major patches
   Mat embed;                // (P, d)    patch_embed(x)
-  Mat tokens;               // (n, d)    E0 = [cls; embed] + pos_embed
+  Mat tokens;               // (n, d)    E0 = [CLS][DIST][REG][embed] + pos_embed (tokens_forward)
+  Mat pre_ln;               // (n, d)    LN_pre(E0), the first block's input (pre_norm only)
+  Vec pre_mean, pre_rstd;   // (n)
   std::vector<BlockTrace> blocks;  // (L) one copy each, BlockRecord::all
   Mat x_final;              // (n, d)    output of the last block
-  Mat ln_f;                 // (n, d)    final LN
+  Mat ln_f;                 // (n, d)    final norm (a copy of x_final without one)
   Vec lnf_mean, lnf_rstd;   // (n)
+  Mat pooled;               // (k, d)    the pool parts of ln_f (model.h, pool_parts)
+  Mat head_x;               // (k, d)    fc_norm(pooled) (a copy of pooled without fc_norm)
+  Vec fc_mean, fc_rstd;     // (k)
   Vec logits;               // (classes)
+};
+
+// E0 from the patch embeddings (P, d): the prefix tokens and the patches, pos_embed added to the
+// rows that have one ([CLS][DIST] unless no_embed_class, and the patches); the registers join
+// after the add, without one. If `nopos` is not null it receives the rows the add covers, before
+// it (pos_rows, d), in pos_embed's order.
+template <typename T>
+void tokens_forward(MatT<T>& tokens, MatT<T>* nopos, const MatT<T>& embed, const Params& p,
+                    const Config& c);
+// The pool parts (k, d) of the final-norm tokens z (n, d).
+template <typename T>
+void pool_forward(MatT<T>& pooled, const MatT<T>& z, const Config& c);
+
+// The head as one linear layer on the pool parts concatenated (k·d): logits = W·vec(head_x) + b.
+// For a distilled model W = ½[W_head, W_dist], b = ½(b_head + b_dist) (METHODS.md); otherwise the
+// model's own head (not copied).
+class HeadLinear {
+ public:
+  HeadLinear(const Params& p, const Config& c);
+  const Mat& w() const { return own_ ? w_ : *wp_; }  // (classes, k·d)
+  const Vec& b() const { return own_ ? b_ : *bp_; }  // (classes)
+
+ private:
+  bool own_ = false;
+  const Mat* wp_ = nullptr;
+  const Vec* bp_ = nullptr;
+  Mat w_;
+  Vec b_;
 };
 
 // Options that change the forward computation (used by AttAttr and head pruning).
@@ -40,9 +73,9 @@ void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions
 
 struct Grads {
   Image input;              // (C, H, W) ∂/∂x (normalised input)
-  Mat patches, embed, tokens;
+  Mat patches, embed, tokens, pre_ln;
   std::vector<BlockGrads> blocks;
-  Mat x_final, ln_f;
+  Mat x_final, ln_f, pooled, head_x;
   Vec logits;
 };
 

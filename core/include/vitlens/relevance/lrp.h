@@ -53,11 +53,17 @@ extern const LrpRules kAttnLrpRules;
 struct TraceD {
   MatD patches;       // (P, C·p·p)
   MatD embed;         // (P, d)   patches·Wᵀ + b
-  MatD tokens_nopos;  // (n, d)   [cls; embed]
+  MatD tokens_nopos;  // (pos_rows, d) the rows the position-embedding add covers, before it
+  MatD pos;           // (pos_rows, d) pos_embed in double
+  MatD tokens;        // (n, d)   E0 (vit.h, tokens_forward)
+  VecD pre_mean, pre_rstd;  // (n) pre_norm; block 0's x is LN_pre(E0)
   std::vector<BlockTraceD> blocks;  // (L); block b+1's x is block b's output
   MatD x_final;       // (n, d)
-  MatD ln_f;          // (n, d)
+  MatD ln_f;          // (n, d)   final norm (x_final without one)
   VecD lnf_mean, lnf_rstd;  // (n)
+  MatD pooled;        // (k, d)   the pool parts
+  MatD head_x;        // (k, d)   fc_norm(pooled) (pooled without it)
+  VecD fc_mean, fc_rstd;    // (k)
   VecD logits;        // (classes)
 };
 
@@ -66,9 +72,13 @@ void lrp_forward(TraceD& t, const Model& m, const Image& x);
 
 // One layer's line of the conservation report: Σ of the relevance arriving at the layer and Σ
 // of the relevance it passes to all its inputs. Layer names follow the reference
-// (tests/reference/methods_ref.py): head, pool, norm, blocks.N.{add2, mlp.fc2, mlp.act, mlp.fc1,
-// norm2, clone2, add1, attn.proj, attn.A_v, attn.softmax, attn.q_kT, attn.qkv, norm1, clone1},
-// pos_embed.add, drop_cls, patch_embed.
+// (tests/reference/methods_ref.py): head, [fc_norm], pool, [norm], blocks.N.{add2, mlp.fc2,
+// mlp.act, mlp.fc1, norm2, clone2, add1, attn.proj, attn.A_v, attn.softmax, attn.q_kT, attn.qkv,
+// norm1, clone1}, [norm_pre], pos_embed.add, drop_cls (every prefix token's share), patch_embed.
+// Through the pooling (METHODS.md "Method conventions"): the head is one linear layer on the pool
+// parts (distilled: ½[W_head, W_dist]); a token part passes its relevance to its token, a mean
+// part is a linear layer with weights 1/P, both with the rule set's linear rule; fc_norm and
+// norm_pre take the rule set's LayerNorm rule, LayerScale and the activation pass it unchanged.
 struct LayerRelevance {
   std::string layer;
   double relevance_out;
