@@ -35,8 +35,9 @@ struct Scratch {
   BlockGrads g;                    // one block's gradients, reused per block
   Mat attn_out;                    // (R, d) block l's α_k·ctx_l·Wprojᵀ + b_proj per copy k
   Mat out, dout;                   // (R, d) the stacked pass's output, ∂F/∂ of a block's output
-  Mat cls, lnf, dlnf, dcls;        // (c, d) the CLS rows at the final LayerNorm
-  Vec mf, rf;                      // (c)
+  Mat x_final, dx_final;           // (n, d) one copy's last block output and its gradient
+  HeadTrace head;                  // the head of one copy
+  HeadGrads dhead;
   Mat dctx_sum;                    // (n, d) Σ over copies of ∂F/∂ctx_l
 };
 
@@ -67,18 +68,14 @@ void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int targe
     t.x.swap(s.out);
     block_forward(s.out, t, s.bs, p.blocks[size_t(b)], c, copies, BlockRecord::backward);
   }
-  // Final LayerNorm and head on the CLS rows; F_k = the target's probability of copy k.
-  s.cls.resize(copies, d);
-  for (int k = 0; k < copies; ++k) s.cls.row(k) = s.out.row(ptrdiff_t(k) * n);
-  layernorm_forward(s.lnf, s.mf, s.rf, s.cls, p.norm_w, p.norm_b, c.ln_eps);
-  s.dlnf.resize(copies, d);
+  // The head (final norm, pooling, fc_norm, logits) on each copy; F_k = the target's probability.
+  s.dout.resize(R, d);
   for (int k = 0; k < copies; ++k) {
-    const Vec logits = p.head_w * s.lnf.row(k).transpose() + p.head_b;  // (classes)
-    s.dlnf.row(k) = (p.head_w.transpose() * target_prob_grad(c, logits, target)).transpose();
+    s.x_final = s.out.middleRows(ptrdiff_t(k) * n, n);
+    head_forward(s.head, s.x_final, m);
+    head_backward(s.dx_final, s.dhead, nullptr, s.head, s.x_final, target_prob_grad(c, s.head.logits, target), m);
+    s.dout.middleRows(ptrdiff_t(k) * n, n) = s.dx_final;
   }
-  layernorm_backward(s.dcls, nullptr, nullptr, s.dlnf, s.cls, s.mf, s.rf, p.norm_w);
-  s.dout = Mat::Zero(R, d);
-  for (int k = 0; k < copies; ++k) s.dout.row(ptrdiff_t(k) * n) = s.dcls.row(k);
 
   for (int b = L - 1; b > l; --b) {
     block_backward(s.g, nullptr, s.dout, s.blocks[size_t(b - l)], p.blocks[size_t(b)], c, copies, false);

@@ -42,10 +42,10 @@ void add_relevance_intermediates(Explanation& out, const RelevancePass& pass) {
   }
 }
 
-// Σ over features of the relevance at E0 (the first block's input, position embedding included),
-// CLS dropped: the relevance of each patch token.
+// Σ over features of the relevance at E0 (position embedding included; below norm_pre if the
+// model has one), the prefix dropped: the relevance of each patch token.
 Mat token_relevance(const RelevancePass& pass, const Config& c) {
-  return grid_from_row(pass.r.rowwise().sum().transpose(), c);
+  return grid_from_row(pass.r_tokens.rowwise().sum().transpose(), c);
 }
 
 }  // namespace

@@ -115,10 +115,16 @@ void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions
     block_forward(out, tr.blocks[size_t(b)], s, p.blocks[size_t(b)], c, 1, BlockRecord::all,
                   block_options(opt, c, b));
   }
+  head_forward(tr, tr.x_final, m);
+}
+
+void head_forward(HeadTrace& tr, const Mat& x_final, const Model& m) {
+  const Config& c = m.config;
+  const Params& p = m.params;
   if (c.final_norm)
-    layernorm_forward(tr.ln_f, tr.lnf_mean, tr.lnf_rstd, tr.x_final, p.norm_w, p.norm_b, c.ln_eps);
+    layernorm_forward(tr.ln_f, tr.lnf_mean, tr.lnf_rstd, x_final, p.norm_w, p.norm_b, c.ln_eps);
   else
-    tr.ln_f = tr.x_final;
+    tr.ln_f = x_final;
   pool_forward(tr.pooled, tr.ln_f, c);
   if (c.fc_norm)
     layernorm_forward(tr.head_x, tr.fc_mean, tr.fc_rstd, tr.pooled, p.fc_norm_w, p.fc_norm_b, c.ln_eps);
@@ -132,11 +138,48 @@ void vit_backward(Grads& g, Params* dp, const Model& m, const Trace& tr, const V
                   const ForwardOptions& opt) {
   const Config& c = m.config;
   const Params& p = m.params;
-  const int n = c.tokens(), d = c.dim, P = c.num_patches();
+  const int P = c.num_patches();
   if (dlogits.size() != c.classes)
     throw Error(ErrorCode::bad_argument, "the output gradient needs one value per class");
   assert(tr.blocks.size() == size_t(c.depth));
 
+  head_backward(g.x_final, g, dp, tr, tr.x_final, dlogits, m);
+
+  g.blocks.resize(size_t(c.depth));
+  const Mat* dout = &g.x_final;
+  for (int b = c.depth - 1; b >= 0; --b) {
+    BlockGrads& gb = g.blocks[size_t(b)];
+    block_backward(gb, dp ? &dp->blocks[size_t(b)] : nullptr, *dout, tr.blocks[size_t(b)],
+                   p.blocks[size_t(b)], c, 1, true, block_options(opt, c, b));
+    dout = &gb.x;
+  }
+  if (c.pre_norm) {
+    g.pre_ln = *dout;
+    layernorm_backward(g.tokens, dp ? &dp->pre_norm_w : nullptr, dp ? &dp->pre_norm_b : nullptr,
+                       g.pre_ln, tr.tokens, tr.pre_mean, tr.pre_rstd, p.pre_norm_w);
+  } else {
+    g.tokens = *dout;
+  }
+  const int kpos = c.pos_prefix();
+  if (dp) {
+    dp->pos_embed.topRows(kpos) += g.tokens.topRows(kpos);
+    dp->pos_embed.bottomRows(P) += g.tokens.bottomRows(P);
+    int row = 0;
+    if (c.class_token) dp->cls_token += g.tokens.row(row++).transpose();
+    if (c.dist_token) dp->dist_token += g.tokens.row(row++).transpose();
+    if (c.registers) dp->reg_tokens += g.tokens.middleRows(row, c.registers);
+  }
+  g.embed = g.tokens.bottomRows(P);
+  linear_backward(&g.patches, dp ? &dp->patch_w : nullptr, dp ? &dp->patch_b : nullptr, g.embed,
+                  tr.patches, p.patch_w);
+  col2im(g.input, g.patches, c.channels, c.image_h, c.image_w, c.patch);
+}
+
+void head_backward(Mat& dx_final, HeadGrads& g, Params* dp, const HeadTrace& tr, const Mat& x_final,
+                   const Vec& dlogits, const Model& m) {
+  const Config& c = m.config;
+  const Params& p = m.params;
+  const int n = c.tokens(), d = c.dim, P = c.num_patches();
   g.logits = dlogits;
   // logits = W·vec(head_x) + b, W = [W_0 … W_{k−1}] (distilled: ½[W_head, W_dist])
   const HeadLinear head(p, c);
@@ -167,39 +210,10 @@ void vit_backward(Grads& g, Params* dp, const Model& m, const Trace& tr, const V
     else g.ln_f.bottomRows(P).rowwise() += g.pooled.row(Eigen::Index(j)) / float(P);
   }
   if (c.final_norm)
-    layernorm_backward(g.x_final, dp ? &dp->norm_w : nullptr, dp ? &dp->norm_b : nullptr, g.ln_f,
-                       tr.x_final, tr.lnf_mean, tr.lnf_rstd, p.norm_w);
+    layernorm_backward(dx_final, dp ? &dp->norm_w : nullptr, dp ? &dp->norm_b : nullptr, g.ln_f,
+                       x_final, tr.lnf_mean, tr.lnf_rstd, p.norm_w);
   else
-    g.x_final = g.ln_f;
-
-  g.blocks.resize(size_t(c.depth));
-  const Mat* dout = &g.x_final;
-  for (int b = c.depth - 1; b >= 0; --b) {
-    BlockGrads& gb = g.blocks[size_t(b)];
-    block_backward(gb, dp ? &dp->blocks[size_t(b)] : nullptr, *dout, tr.blocks[size_t(b)],
-                   p.blocks[size_t(b)], c, 1, true, block_options(opt, c, b));
-    dout = &gb.x;
-  }
-  if (c.pre_norm) {
-    g.pre_ln = *dout;
-    layernorm_backward(g.tokens, dp ? &dp->pre_norm_w : nullptr, dp ? &dp->pre_norm_b : nullptr,
-                       g.pre_ln, tr.tokens, tr.pre_mean, tr.pre_rstd, p.pre_norm_w);
-  } else {
-    g.tokens = *dout;
-  }
-  const int kpos = c.pos_prefix();
-  if (dp) {
-    dp->pos_embed.topRows(kpos) += g.tokens.topRows(kpos);
-    dp->pos_embed.bottomRows(P) += g.tokens.bottomRows(P);
-    int row = 0;
-    if (c.class_token) dp->cls_token += g.tokens.row(row++).transpose();
-    if (c.dist_token) dp->dist_token += g.tokens.row(row++).transpose();
-    if (c.registers) dp->reg_tokens += g.tokens.middleRows(row, c.registers);
-  }
-  g.embed = g.tokens.bottomRows(P);
-  linear_backward(&g.patches, dp ? &dp->patch_w : nullptr, dp ? &dp->patch_b : nullptr, g.embed,
-                  tr.patches, p.patch_w);
-  col2im(g.input, g.patches, c.channels, c.image_h, c.image_w, c.patch);
+    dx_final = g.ln_f;
 }
 
 Vec output_probs(const Config& c, const Vec& logits) {

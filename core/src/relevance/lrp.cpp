@@ -102,14 +102,15 @@ void propagate_head(RelevancePass& pass, const Model& m, const TraceD& t, const 
       r_lnf.row(parts[j].token) += r_pooled.row(Eigen::Index(j));
       continue;
     }
-    // the mean of the patch tokens, per feature a linear layer with weights 1/P: inputs (d, P)
-    const MatD x = t.ln_f.bottomRows(P).transpose();
-    const MatD y = t.pooled.row(Eigen::Index(j)).transpose();  // (d, 1)
-    const Mat w = Mat::Constant(1, P, 1.0f / float(P));
-    MatD r_in;
-    linear_relevance(r_in, r_pooled.row(Eigen::Index(j)).transpose(), x, y, w, Vec::Zero(1),
-                     rules.linear, s);
-    r_lnf.bottomRows(P) += r_in.transpose();
+    // The mean of the patch tokens: per feature a sum of z_t/P with a signed denominator,
+    // R_t = (z_t/P)·R/Z, Z = Σ_t z_t/P — safe_divide for Chefer's rules (his code's rule for
+    // average pooling; α1β0 would keep only the positive z and lose every feature that is
+    // negative on all patches), the ε stabiliser for AttnLRP.
+    for (Eigen::Index f = 0; f < d; ++f) {
+      const double z = t.pooled(Eigen::Index(j), f), r = r_pooled(Eigen::Index(j), f);
+      const double sf = rules.linear == LinearRule::epsilon ? r / stabilise(z) : safe_divide(r, z);
+      r_lnf.col(f).tail(P) += t.ln_f.col(f).tail(P) * (sf / double(P));
+    }
   }
   log_layer(rep, "pool", r_pooled.sum(), r_lnf.sum());
   if (c.final_norm) {
@@ -177,7 +178,8 @@ void propagate_embedding(RelevancePass& pass, const Model& m, const TraceD& t, c
   const Params& p = m.params;
   const int P = c.num_patches(), kpos = c.pos_prefix();
   ConservationReport& rep = pass.report;
-  MatD r_e0 = pass.r;  // (n, d) at E0
+  MatD& r_e0 = pass.r_tokens;  // (n, d) at E0
+  r_e0 = pass.r;
   if (c.pre_norm) {
     layernorm_relevance(r_e0, pass.r, t.tokens, t.blocks[0].x, t.pre_rstd, p.pre_norm_w, rules.layernorm);
     log_layer(rep, "norm_pre", pass.r.sum(), r_e0.sum());

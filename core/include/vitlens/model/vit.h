@@ -14,7 +14,18 @@
 
 namespace vitlens {
 
-struct Trace {
+// What the head records from the last block's output on: the final norm, the pooling, fc_norm,
+// the logits.
+struct HeadTrace {
+  Mat ln_f;                 // (n, d)    final norm (a copy of x_final without one)
+  Vec lnf_mean, lnf_rstd;   // (n)
+  Mat pooled;               // (k, d)    the pool parts of ln_f (model.h, pool_parts)
+  Mat head_x;               // (k, d)    fc_norm(pooled) (a copy of pooled without fc_norm)
+  Vec fc_mean, fc_rstd;     // (k)
+  Vec logits;               // (classes)
+};
+
+struct Trace : HeadTrace {
   Image input;              // (C, H, W) normalised
   Mat patches;              // (P, C·p·p) im2col of the input, row-major patches
   Mat embed;                // (P, d)    patch_embed(x)
@@ -23,12 +34,7 @@ struct Trace {
   Vec pre_mean, pre_rstd;   // (n)
   std::vector<BlockTrace> blocks;  // (L) one copy each, BlockRecord::all
   Mat x_final;              // (n, d)    output of the last block
-  Mat ln_f;                 // (n, d)    final norm (a copy of x_final without one)
-  Vec lnf_mean, lnf_rstd;   // (n)
-  Mat pooled;               // (k, d)    the pool parts of ln_f (model.h, pool_parts)
-  Mat head_x;               // (k, d)    fc_norm(pooled) (a copy of pooled without fc_norm)
-  Vec fc_mean, fc_rstd;     // (k)
-  Vec logits;               // (classes)
+  // HeadTrace: ln_f … logits
 };
 
 // E0 from the patch embeddings (P, d): the prefix tokens and the patches, pos_embed added to the
@@ -71,13 +77,24 @@ struct ForwardOptions {
 
 void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions& opt = {});
 
-struct Grads {
+struct HeadGrads {
+  Mat ln_f, pooled, head_x;
+  Vec logits;
+};
+
+struct Grads : HeadGrads {
   Image input;              // (C, H, W) ∂/∂x (normalised input)
   Mat patches, embed, tokens, pre_ln;
   std::vector<BlockGrads> blocks;
-  Mat x_final, ln_f, pooled, head_x;
-  Vec logits;
+  Mat x_final;
 };
+
+// The head alone, from the last block's output x_final (n, d): its forward, and its backward from
+// dlogits to dx_final (parameter gradients ADDED to dp when not null). vit_forward / vit_backward
+// run them; AttAttr runs them on each of its stacked copies.
+void head_forward(HeadTrace& t, const Mat& x_final, const Model& m);
+void head_backward(Mat& dx_final, HeadGrads& g, Params* dp, const HeadTrace& t, const Mat& x_final,
+                   const Vec& dlogits, const Model& m);
 
 // Gradient of dot(dlogits, logits). If dparams is not null, parameter gradients are ADDED to it
 // (it must have the shapes of params_zeros), so that a batch can accumulate.

@@ -101,6 +101,7 @@ struct RelevancePass {
   MatD r;                       // (n, d) relevance at the output of block next_block
   std::vector<std::vector<MatD>> r_attn;  // (L) × H × (n, n) R_A; empty for blocks not reached
   bool at_pixels = false;
+  MatD r_tokens;                // (n, d) relevance at E0 (after norm_pre), when at_pixels
   MatD pixel_map;               // (H, W) Σ_c R at the input, when at_pixels
   ConservationReport report;
   LrpScratch scratch;
