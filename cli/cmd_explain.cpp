@@ -74,13 +74,18 @@ void print_list() {
 void print_help() {
   std::printf(
       "usage: vitlens explain MODEL (IMAGE | --input x.npy) --method NAME [OPTIONS]\n"
-      "         [--save-map map.npy] [--out overlay.png] [--json] [--conservation] [--progress]\n"
+      "         [--input-size HxW|image] [--save-map map.npy] [--out overlay.png] [--json]\n"
+      "         [--conservation] [--progress]\n"
       "       vitlens explain --list       (each method with its options, defaults and outputs)\n\n"
       "--save-map writes the raw, unnormalised map as float32 .npy: (H/p, W/p) tokens, or (H, W) pixels\n"
       "for the methods that compute it at the input. --out writes a jet overlay of the min-max-normalised\n"
       "pixel map on the image. --json prints the map and, for LRP methods, the conservation report\n"
       "(Σ relevance after each layer); --conservation prints only the report. --progress shows a\n"
-      "progress bar for the long methods. --key=value works for every option.\n\n"
+      "progress bar for the long methods. --key=value works for every option.\n"
+      "--input-size explains at another input size than the checkpoint's: HxW in pixels (multiples of\n"
+      "the patch size, at most 4097 tokens), or 'image' for the image's own aspect with about as many\n"
+      "patches as the checkpoint; the position embedding is resampled bicubically (as Hugging Face's\n"
+      "interpolate_pos_encoding, without antialiasing).\n\n"
       "method options (a method rejects the ones it does not read):\n");
   for (const OptionSpec* o : all_options()) {
     std::string users;
@@ -168,7 +173,7 @@ ProgressFn progress_bar(const std::string& method) {
 
 int cmd_explain(int argc, char** argv) {
   // The flags: this command's own, and every method option of the registry (options.h).
-  std::vector<std::string> values = {"input", "method", "save-map", "out"};
+  std::vector<std::string> values = {"input", "method", "save-map", "out", "input-size"};
   std::vector<std::string> flags = {"help", "list", "json", "conservation", "progress"};
   for (const OptionSpec* o : all_options()) (o->kind == OptionKind::flag ? flags : values).push_back(flag_name(*o));
   Args args(argc, argv, values, flags);
@@ -183,8 +188,9 @@ int cmd_explain(int argc, char** argv) {
   const std::string method = args.get("method");
   const MethodInfo* info = find_method(method);
   if (!info) throw Error(ErrorCode::bad_argument, "unknown method '" + method + "' (see vitlens explain --list)");
-  const Model m = load_model_arg(args.positional()[0]);
-  const Image x = load_input(args, m.config, args.positional().size() > 1 ? args.positional()[1] : "");
+  const std::string image_path = args.positional().size() > 1 ? args.positional()[1] : "";
+  const Model m = apply_input_size(load_model_arg(args.positional()[0]), args, image_path);
+  const Image x = load_input(args, m.config, image_path);
   // Every option given, through core's parser in the order the API uses (each value's own checks
   // first; explain() then rejects the ones this method does not read).
   MethodOptions opt = default_options(info);

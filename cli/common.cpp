@@ -57,6 +57,29 @@ Image load_input(const Args& args, const Config& cfg, const std::string& image_p
   return preprocess(read_image_file(image_path), cfg);
 }
 
+Model apply_input_size(const Model& m, const Args& args, const std::string& image_path) {
+  if (!args.has("input-size")) return m;
+  const std::string v = args.get("input-size");
+  int h = 0, w = 0;
+  if (v == "image") {
+    if (image_path.empty())
+      throw Error(ErrorCode::bad_argument, "--input-size image needs an image file (with --input x.npy give HxW)");
+    const Pixels px = read_image_file(image_path);
+    aspect_input_size(m.config, px.h, px.w, h, w);
+  } else {
+    const size_t x = v.find_first_of("x×");
+    auto number = [&](const std::string& s) {
+      if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos)
+        throw Error(ErrorCode::bad_argument, "--input-size takes HxW in pixels (e.g. 224x320) or 'image'");
+      return std::stoi(s);
+    };
+    if (x == std::string::npos) number("");
+    h = number(v.substr(0, x));
+    w = number(v.substr(v.find_first_not_of("x×", x)));
+  }
+  return resize_input(m, h, w);
+}
+
 double now_ms() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double, std::milli>(clock::now().time_since_epoch()).count();

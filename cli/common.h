@@ -19,6 +19,12 @@ Image load_input(const Args& args, const Config& cfg, const std::string& image_p
 Image load_npy_input(const std::string& path, const Config& cfg);
 Image load_image_or_npy(const std::string& path, const Config& cfg);
 
+// --input-size: "HxW" (pixels, multiples of the patch) or "image" (the image's aspect with about
+// as many patches as the checkpoint: aspect_input_size). Returns the model resampled to that size
+// (resize_input), or `m` itself without the flag. `image_path` may be empty (--input x.npy), then
+// only HxW is accepted.
+Model apply_input_size(const Model& m, const Args& args, const std::string& image_path);
+
 double now_ms();
 
 // Seconds as m:ss, or h:mm:ss from an hour on (progress bars' elapsed time and ETA).

@@ -231,6 +231,16 @@ Mat resample_grid(const Mat& src, int rows_in, int cols_in, int rows_out, int co
 
 }  // namespace
 
+void aspect_input_size(const Config& c, int img_h, int img_w, int& h, int& w) {
+  if (img_h < 1 || img_w < 1) throw Error(ErrorCode::bad_argument, "the image has no pixels");
+  const int gh0 = c.pos_grid_h ? c.pos_grid_h : c.grid_h(), gw0 = c.pos_grid_w ? c.pos_grid_w : c.grid_w();
+  const double patches = double(gh0) * double(gw0), aspect = double(img_h) / double(img_w);
+  const int gh = std::max(1, int(std::lround(std::sqrt(patches * aspect))));
+  const int gw = std::max(1, int(std::lround(patches / double(gh))));
+  h = gh * c.patch;
+  w = gw * c.patch;
+}
+
 Model resize_input(const Model& m, int h, int w) {
   const Config& c = m.config;
   if (c.pos_grid_h && (c.pos_grid_h != c.grid_h() || c.pos_grid_w != c.grid_w()))

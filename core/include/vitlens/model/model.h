@@ -110,4 +110,10 @@ Image random_input(const Config& cfg, uint64_t seed);
 // only if the model still holds it (resample from the checkpoint, not from a resampled copy).
 Model resize_input(const Model& m, int h, int w);
 
+// The input size (h, w) for an image of img_h × img_w pixels explained "at its own aspect": the
+// grid with the image's aspect ratio and about as many patches as the checkpoint's grid (the same
+// cost per explanation), each side at least one patch. The model's own size for a square image
+// and a square checkpoint.
+void aspect_input_size(const Config& c, int img_h, int img_w, int& h, int& w);
+
 }  // namespace vitlens
