@@ -1,7 +1,9 @@
 // events.js — the page's event bus: one EventTarget through which the views hear about changes
 // they did not make. No framework; listeners run synchronously, in the order they were added.
 //
-//   model-changed      { info }         a model was loaded (also after a worker restart)
+//   model-changed      { info, reloaded }  a model was loaded: another one (each view drops what
+//                                       belonged to the previous model: classes, blocks, heads,
+//                                       tokens), or with `reloaded` the same one in a new worker
 //   image-changed      { image }        a new image was opened (not an edit of the current one)
 //   predicted          { predictions, view }   the current image was classified (also after edits)
 //   method-changed     { name }         the main view's method was chosen

@@ -1,7 +1,8 @@
 // explanation.js — the "Explanation" panel: the image with the current method's map drawn over
 // it, the colour bar, the raw token map, the display controls (opacity, threshold, colour map),
 // the timing line and the progress bar with Cancel for long methods. Owns the main explain
-// request, the explanation drawn, the query patch and the display settings.
+// request, the explanation drawn, the query patch and the display settings; another model drops
+// the explanation and the query (they index the previous model's classes and tokens).
 import { emit, on } from '../events.js';
 import { drawColorbar, drawGrid, drawOverlay, formatNumber, minMax } from '../render.js';
 import { $, cancelFlag, fitCanvas, raiseFlag } from './util.js';
@@ -12,6 +13,15 @@ export function createExplanationView(app) {
   let progress = null; // the long main explain running: { id, name, flag }
   let firstShown = false;
 
+  on('model-changed', ({ reloaded }) => {
+    if (reloaded) return;
+    app.explanation = null;
+    app.query = 0;
+    $('timing').textContent = '';
+    $('grid-size').textContent = '';
+    for (const c of [$('token-map'), $('colorbar')]) c.getContext('2d').clearRect(0, 0, c.width, c.height);
+    draw();
+  });
   on('predicted', () => draw());
   on('method-changed', () => explain());
   on('options-changed', () => explain());

@@ -66,7 +66,9 @@ export function createFilesView(app) {
 
   // ---- the model -------------------------------------------------------------------------
 
-  async function loadModel(spec) {
+  // Loads a model and tells the views: `reloaded` when it is the same model again in a new worker
+  // (after a restart), so that they keep what they show.
+  async function loadModel(spec, { reloaded = false } = {}) {
     app.setStatus(`Loading ${spec.label}…`);
     const out = spec.kind === 'vitl'
       ? await app.call('loadModel', { source: spec.source })
@@ -76,7 +78,7 @@ export function createFilesView(app) {
     $('model-info').textContent = `${spec.label}: ${describeModel(out.info)}`;
     $('model-info').title = out.info.provenance || '';
     $('model-reset').hidden = spec.shipped === true;
-    emit('model-changed', { info: out.info });
+    emit('model-changed', { info: out.info, reloaded });
     return out.info;
   }
 
@@ -120,7 +122,7 @@ export function createFilesView(app) {
 
   // After a worker restart: the new worker loads the same model again.
   async function reloadModel() {
-    if (modelSpec) await loadModel(modelSpec);
+    if (modelSpec) await loadModel(modelSpec, { reloaded: true });
   }
 
   // ---- images ----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // teaching.js — "Inside the model": block by block, the query token's row of A, ∇A, R_A and the
 // rollout factor and product; the chosen block's per-head views; for AttAttr the head-importance
 // grid and the attribution tree; for LRP methods Σ relevance layer by layer. Owns the block
-// stepped to and the per-head data fetched for the current image.
+// stepped to and the per-head data fetched for the current image; another model starts again at
+// block 0 with no per-head data (its blocks, heads and tokens are its own).
 import { on } from '../events.js';
 import { drawGrid, formatNumber } from '../render.js';
 import { drawTree, lineChart } from '../teach.js';
@@ -14,10 +15,19 @@ function queryRow(mat, n, q) {
 
 export function createTeachingView(app) {
   let teachBlock = 0;
-  let teachData = null; // { key, attn, grads }: per block, per head A and ∂y_t/∂A of the current image
+  // { key, version, target, attn, grads }: per block, per head A and ∂y_t/∂A of the image
+  // classified as app.imageVersion (grads for class `target`, or null)
+  let teachData = null;
   let teachP = null; // the pending request for them
 
-  on('model-changed', () => setBlock(teachBlock));
+  on('model-changed', ({ reloaded }) => {
+    if (!reloaded) {
+      teachData = null;
+      if (teachP) app.client.cancel(teachP.id);
+      teachP = null;
+    }
+    setBlock(reloaded ? teachBlock : 0);
+  });
   on('explained', ({ explanation }) => {
     render();
     fetchHeads(explanation);
@@ -62,7 +72,7 @@ export function createTeachingView(app) {
       });
       box.append(row);
     }
-    if (!blocks.length) box.textContent = 'This method reports no per-block intermediates (head means); the per-head views above are the model’s own.';
+    if (ex && !blocks.length) box.textContent = 'This method reports no per-block intermediates (head means); the per-head views above are the model’s own.';
     renderBlock();
     if (!extras) return;
     renderConservation(ex);
@@ -101,8 +111,8 @@ export function createTeachingView(app) {
     const box = $('teach-block');
     box.replaceChildren();
     const ex = app.explanation;
-    const td = teachData;
     if (!ex || !app.info) return;
+    const td = headsOf(ex);
     const b = Math.min(teachBlock, app.info.depth - 1);
     const n = 1 + ex.gridW * ex.gridH;
     const q = app.query;
@@ -112,7 +122,7 @@ export function createTeachingView(app) {
       box.append(row);
     }
     if (td?.grads?.[b]) {
-      const row = teachRow('head-grad', `block ${b}: ∇A per head`, `∇A_b,h = ∂y_t/∂A_b,h for “${app.className(ex.target)}”`);
+      const row = teachRow('head-grad', `block ${b}: ∇A per head`, `∇A_b,h = ∂y_t/∂A_b,h for “${app.className(td.target)}”`);
       td.grads[b].forEach((g, h) => row.append(gridFigure(queryRow(g, n, q), ex, `head ${h}`, 'head-grad')));
       box.append(row);
       if (td.attn?.[b]) {
@@ -168,21 +178,32 @@ export function createTeachingView(app) {
     }
   }
 
+  // The per-head data that belongs with explanation `ex`: of the image as last classified and, for
+  // ∇A, of the class explained. Data of another image, class or model is not drawn.
+  function headsOf(ex) {
+    const td = teachData;
+    if (!td || td.version !== app.imageVersion) return null;
+    return td.grads && td.target !== ex.target ? { ...td, grads: null } : td;
+  }
+
   // Asks the worker for each head's A (and ∂y_t/∂A when the method uses it: when its per-block
   // intermediates include ∇A) of the current image.
   async function fetchHeads(ex) {
     const grads = (ex.intermediates?.blocks ?? []).some((blk) => blk.grad);
-    const key = `${app.imageVersion}:${grads ? ex.target : '-'}`;
-    if (teachData?.key === key || (teachData?.grads && teachData.key === `${app.imageVersion}:${ex.target}`)) {
+    const have = headsOf(ex);
+    if (have && (have.grads || !grads)) {
       renderBlock();
       return;
     }
     if (teachP) app.client.cancel(teachP.id);
+    const version = app.imageVersion;
+    const key = `${version}:${grads ? ex.target : '-'}`;
     const p = app.call('teach', { image: app.imageId, target: ex.target, grads }, [], { priority: true });
     teachP = p;
     try {
       const out = await p;
-      teachData = { key, ...out };
+      if (teachP !== p) return; // dropped (another model) while the worker answered
+      teachData = { key, version, target: ex.target, ...out };
       renderBlock();
       document.documentElement.dataset.teachKey = key;
     } catch (e) {
