@@ -9,7 +9,7 @@
 //   method-changed     { name }         the main view's method was chosen
 //   options-changed    {}               an option of the current method changed
 //   explained          { explanation }  the main view drew a new explanation
-//   query-changed      { query }        the query token (0 = CLS, 1 + patch) changed
+//   query-changed      { query }        the query token changed (an index into the model's tokens: tokens.js)
 //   explains-cancelled {}               every explain in flight was cancelled (new image or class)
 
 export const events = new EventTarget();

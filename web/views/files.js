@@ -6,6 +6,7 @@ import { VitlensError } from '../client.js';
 import { emit, on } from '../events.js';
 import { encodeNpy, saveBlob } from '../files.js';
 import { drawOverlay } from '../render.js';
+import { tokenLayout } from '../tokens.js';
 import { $ } from './util.js';
 
 const SHIPPED_MODEL = './models/vitlens-scenes.vitl';
@@ -16,7 +17,8 @@ function shippedSpec() {
 
 function describeModel(info) {
   const kind = info.multiLabel ? 'multi-label (sigmoid)' : 'softmax';
-  return `${info.imageH}×${info.imageW}×${info.channels} input, patch ${info.patch} (${info.imageH / info.patch}×${info.imageW / info.patch} patches), ` +
+  const { gridH, gridW } = tokenLayout(info);
+  return `${info.imageH}×${info.imageW}×${info.channels} input, patch ${info.patch} (${gridH}×${gridW} patches), ` +
     `width ${info.dim}, ${info.depth} blocks × ${info.heads} heads, ${info.classes} classes, ${kind}, ` +
     `${(info.params / 1e3).toFixed(1)}k parameters${info.storedInt8 ? ', int8' : ''}.`;
 }
