@@ -147,7 +147,10 @@ export function createExplanationView(app) {
     c.dataset.method = ex ? ex.method : '';
     c.dataset.target = ex ? String(ex.target) : '';
     $('view-title').textContent = ex ? `— ${ex.method}, class “${app.className(ex.target)}”${m && !m.classSpecific ? ' (does not depend on the class)' : ''}` : '';
-    $('labels').textContent = (app.image.labels ? `In this scene: ${app.image.labels.join(', ')}.` : `${app.image.name} (${img.width}×${img.height})`) +
+    // A gallery scene's items are named only when they are classes of the loaded model (the
+    // gallery was made for the shipped one).
+    const items = app.image.labels?.length && app.image.labels.every((l) => app.info?.classNames.includes(l)) ? app.image.labels : null;
+    $('labels').textContent = (items ? `In this scene: ${items.join(', ')}.` : `${app.image.name} (${img.width}×${img.height})`) +
       (app.editor.edited ? ' Edited.' : '');
     app.views.editor.outlineSelection(c);
     if (!ex) return;
