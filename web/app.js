@@ -35,7 +35,7 @@ const app = {
   imageVersion: 0, // counts predictions, so that the per-head views know when to ask again (prediction)
   imageId: null, // the worker's handle of the image as classified; every per-image request names it (prediction)
   explanation: null, // the main view's explanation as drawn (explanation)
-  query: 0, // the query token: 0 = CLS, 1 + patch index (explanation)
+  query: 0, // the query token, an index into the model's tokens (tokens.js); 0, the CLS token, by default (explanation)
   timeline: {}, // start-up stages, ms since navigation (reported with the first explanation)
   views: {},
 

@@ -1,13 +1,15 @@
 // events.js — the page's event bus: one EventTarget through which the views hear about changes
 // they did not make. No framework; listeners run synchronously, in the order they were added.
 //
-//   model-changed      { info }         a model was loaded (also after a worker restart)
+//   model-changed      { info, reloaded }  a model was loaded: another one (each view drops what
+//                                       belonged to the previous model: classes, blocks, heads,
+//                                       tokens), or with `reloaded` the same one in a new worker
 //   image-changed      { image }        a new image was opened (not an edit of the current one)
 //   predicted          { predictions, view }   the current image was classified (also after edits)
 //   method-changed     { name }         the main view's method was chosen
 //   options-changed    {}               an option of the current method changed
 //   explained          { explanation }  the main view drew a new explanation
-//   query-changed      { query }        the query token (0 = CLS, 1 + patch) changed
+//   query-changed      { query }        the query token changed (an index into the model's tokens: tokens.js)
 //   explains-cancelled {}               every explain in flight was cancelled (new image or class)
 
 export const events = new EventTarget();

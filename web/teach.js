@@ -5,19 +5,22 @@
 
 const SVG = 'http://www.w3.org/2000/svg';
 
-// Draws the image and the engine's tree ({ root, edges: [{ from, to, block, score }] }, tokens
-// 0…n−1, 0 = CLS; `from` is the parent, already in the tree) as arrows from each child patch's
-// centre to its parent's (the direction information flows), coloured by block (light = low block).
-export function drawTree(canvas, image, tree, gridW, gridH, depth) {
+// Draws the image and the engine's tree ({ root, grid: [rows, cols], nodes: [{ token, row, col }],
+// edges: [{ from, to, block, score }] }: tokens placed where the engine's nodes say; `from` is the
+// parent, already in the tree) as arrows from each child patch's centre to its parent's (the
+// direction information flows), coloured by block (light = low block).
+export function drawTree(canvas, image, tree, depth) {
   const ctx = canvas.getContext('2d');
   ctx.clearRect(0, 0, canvas.width, canvas.height);
   ctx.imageSmoothingEnabled = false;
   if (image) ctx.drawImage(image, 0, 0, canvas.width, canvas.height);
   ctx.fillStyle = 'rgba(0, 0, 0, 0.35)';
   ctx.fillRect(0, 0, canvas.width, canvas.height);
+  const [gridH, gridW] = tree.grid;
   const cw = canvas.width / gridW;
   const ch = canvas.height / gridH;
-  const centre = (t) => [((t - 1) % gridW + 0.5) * cw, (Math.floor((t - 1) / gridW) + 0.5) * ch];
+  const at = new Map(tree.nodes.map((node) => [node.token, node]));
+  const centre = (t) => [(at.get(t).col + 0.5) * cw, (at.get(t).row + 0.5) * ch];
   const unit = Math.max(1, canvas.width / 300);
   for (const e of tree.edges) {
     const [x0, y0] = centre(e.to);

@@ -21,9 +21,18 @@ export function createEditorView(app) {
   editor.size = Number($('brush-size').value);
 
   on('image-changed', ({ image }) => {
-    editor.load(image.bitmap, image.bitmap.width / (app.info?.imageW ?? image.bitmap.width));
+    editor.load(image.bitmap, scaleOf(image));
     updateButtons();
   });
+  // The brush size and the arrow keys' step are in pixels of the model's input.
+  on('model-changed', () => {
+    if (app.image) editor.scale = scaleOf(app.image);
+  });
+
+  // Image pixels per pixel of the model's input.
+  function scaleOf(image) {
+    return image.bitmap.width / (app.info?.imageW ?? image.bitmap.width);
+  }
 
   const canvas = $('main-canvas');
   canvas.addEventListener('pointermove', onMove);

@@ -1,9 +1,11 @@
 // explanation.js — the "Explanation" panel: the image with the current method's map drawn over
 // it, the colour bar, the raw token map, the display controls (opacity, threshold, colour map),
 // the timing line and the progress bar with Cancel for long methods. Owns the main explain
-// request, the explanation drawn, the query patch and the display settings.
+// request, the explanation drawn, the query token and the display settings; another model drops
+// the explanation and the query (they index the previous model's classes and tokens).
 import { emit, on } from '../events.js';
 import { drawColorbar, drawGrid, drawOverlay, formatNumber, minMax } from '../render.js';
+import { patchToken, tokenLayout, tokenPatch } from '../tokens.js';
 import { $, cancelFlag, fitCanvas, raiseFlag } from './util.js';
 
 export function createExplanationView(app) {
@@ -12,6 +14,15 @@ export function createExplanationView(app) {
   let progress = null; // the long main explain running: { id, name, flag }
   let firstShown = false;
 
+  on('model-changed', ({ reloaded }) => {
+    if (reloaded) return;
+    app.explanation = null;
+    app.query = 0;
+    $('timing').textContent = '';
+    $('grid-size').textContent = '';
+    for (const c of [$('token-map'), $('colorbar')]) c.getContext('2d').clearRect(0, 0, c.width, c.height);
+    draw();
+  });
   on('predicted', () => draw());
   on('method-changed', () => explain());
   on('options-changed', () => explain());
@@ -136,11 +147,14 @@ export function createExplanationView(app) {
     c.dataset.method = ex ? ex.method : '';
     c.dataset.target = ex ? String(ex.target) : '';
     $('view-title').textContent = ex ? `— ${ex.method}, class “${app.className(ex.target)}”${m && !m.classSpecific ? ' (does not depend on the class)' : ''}` : '';
-    $('labels').textContent = (app.image.labels ? `In this scene: ${app.image.labels.join(', ')}.` : `${app.image.name} (${img.width}×${img.height})`) +
+    // A gallery scene's items are named only when they are classes of the loaded model (the
+    // gallery was made for the shipped one).
+    const items = app.image.labels?.length && app.image.labels.every((l) => app.info?.classNames.includes(l)) ? app.image.labels : null;
+    $('labels').textContent = (items ? `In this scene: ${items.join(', ')}.` : `${app.image.name} (${img.width}×${img.height})`) +
       (app.editor.edited ? ' Edited.' : '');
     app.views.editor.outlineSelection(c);
     if (!ex) return;
-    if (app.query > 0) outlinePatch(c, ex);
+    outlinePatch(c);
     const { min, max } = minMax(ex.pixelMap);
     drawColorbar($('colorbar'), display.cmap, min, max);
     if (max <= min) $('view-title').textContent += ` — the map is constant (${formatNumber(min)}) everywhere`;
@@ -150,17 +164,20 @@ export function createExplanationView(app) {
     $('grid-size').textContent = `(${ex.gridH}×${ex.gridW})`;
   }
 
-  function outlinePatch(canvas, ex) {
-    const q = app.query - 1;
-    const cw = canvas.width / ex.gridW;
-    const ch = canvas.height / ex.gridH;
+  // Outlines the query's patch (nothing when the query is a prefix token such as CLS).
+  function outlinePatch(canvas) {
+    const layout = tokenLayout(app.info);
+    const p = tokenPatch(layout, app.query);
+    if (p < 0) return;
+    const cw = canvas.width / layout.gridW;
+    const ch = canvas.height / layout.gridH;
     const ctx = canvas.getContext('2d');
     ctx.strokeStyle = '#fff';
     ctx.lineWidth = 2 * (window.devicePixelRatio || 1);
-    ctx.strokeRect((q % ex.gridW) * cw, Math.floor(q / ex.gridW) * ch, cw, ch);
+    ctx.strokeRect((p % layout.gridW) * cw, Math.floor(p / layout.gridW) * ch, cw, ch);
   }
 
-  // ---- the query patch -------------------------------------------------------------------
+  // ---- the query token -------------------------------------------------------------------
 
   function setQuery(q) {
     if (q === app.query) return;
@@ -171,22 +188,23 @@ export function createExplanationView(app) {
 
   // The patch under a pointer event on the main canvas becomes the query.
   function queryAt(event) {
-    const ex = app.explanation;
-    if (!ex) return;
+    if (!app.explanation) return;
+    const layout = tokenLayout(app.info);
     const r = event.currentTarget.getBoundingClientRect();
-    const gx = Math.floor(((event.clientX - r.left) / r.width) * ex.gridW);
-    const gy = Math.floor(((event.clientY - r.top) / r.height) * ex.gridH);
-    if (gx < 0 || gy < 0 || gx >= ex.gridW || gy >= ex.gridH) return;
-    setQuery(1 + gy * ex.gridW + gx);
+    const gx = Math.floor(((event.clientX - r.left) / r.width) * layout.gridW);
+    const gy = Math.floor(((event.clientY - r.top) / r.height) * layout.gridH);
+    if (gx < 0 || gy < 0 || gx >= layout.gridW || gy >= layout.gridH) return;
+    setQuery(patchToken(layout, gy * layout.gridW + gx));
   }
 
-  // Moves the query patch by (dx, dy) patches; from the CLS token it starts at patch 0.
+  // Moves the query patch by (dx, dy) patches; from a prefix token (CLS) it starts at patch 0.
   function moveQuery(dx, dy) {
-    const ex = app.explanation;
-    const q = app.query === 0 ? 0 : app.query - 1;
-    const gx = Math.min(ex.gridW - 1, Math.max(0, (q % ex.gridW) + dx));
-    const gy = Math.min(ex.gridH - 1, Math.max(0, Math.floor(q / ex.gridW) + dy));
-    setQuery(1 + gy * ex.gridW + gx);
+    if (!app.explanation) return;
+    const layout = tokenLayout(app.info);
+    const q = Math.max(0, tokenPatch(layout, app.query));
+    const gx = Math.min(layout.gridW - 1, Math.max(0, (q % layout.gridW) + dx));
+    const gy = Math.min(layout.gridH - 1, Math.max(0, Math.floor(q / layout.gridW) + dy));
+    setQuery(patchToken(layout, gy * layout.gridW + gx));
   }
 
   return { explain, draw, setQuery, queryAt, moveQuery, display };

@@ -6,6 +6,7 @@ import { VitlensError } from '../client.js';
 import { emit, on } from '../events.js';
 import { encodeNpy, saveBlob } from '../files.js';
 import { drawOverlay } from '../render.js';
+import { tokenLayout } from '../tokens.js';
 import { $ } from './util.js';
 
 const SHIPPED_MODEL = './models/vitlens-scenes.vitl';
@@ -16,7 +17,8 @@ function shippedSpec() {
 
 function describeModel(info) {
   const kind = info.multiLabel ? 'multi-label (sigmoid)' : 'softmax';
-  return `${info.imageH}×${info.imageW}×${info.channels} input, patch ${info.patch} (${info.imageH / info.patch}×${info.imageW / info.patch} patches), ` +
+  const { gridH, gridW } = tokenLayout(info);
+  return `${info.imageH}×${info.imageW}×${info.channels} input, patch ${info.patch} (${gridH}×${gridW} patches), ` +
     `width ${info.dim}, ${info.depth} blocks × ${info.heads} heads, ${info.classes} classes, ${kind}, ` +
     `${(info.params / 1e3).toFixed(1)}k parameters${info.storedInt8 ? ', int8' : ''}.`;
 }
@@ -66,7 +68,9 @@ export function createFilesView(app) {
 
   // ---- the model -------------------------------------------------------------------------
 
-  async function loadModel(spec) {
+  // Loads a model and tells the views: `reloaded` when it is the same model again in a new worker
+  // (after a restart), so that they keep what they show.
+  async function loadModel(spec, { reloaded = false } = {}) {
     app.setStatus(`Loading ${spec.label}…`);
     const out = spec.kind === 'vitl'
       ? await app.call('loadModel', { source: spec.source })
@@ -76,7 +80,7 @@ export function createFilesView(app) {
     $('model-info').textContent = `${spec.label}: ${describeModel(out.info)}`;
     $('model-info').title = out.info.provenance || '';
     $('model-reset').hidden = spec.shipped === true;
-    emit('model-changed', { info: out.info });
+    emit('model-changed', { info: out.info, reloaded });
     return out.info;
   }
 
@@ -120,7 +124,7 @@ export function createFilesView(app) {
 
   // After a worker restart: the new worker loads the same model again.
   async function reloadModel() {
-    if (modelSpec) await loadModel(modelSpec);
+    if (modelSpec) await loadModel(modelSpec, { reloaded: true });
   }
 
   // ---- images ----------------------------------------------------------------------------

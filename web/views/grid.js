@@ -1,6 +1,6 @@
 // grid.js — "All methods": every method's map for the same image and class, with the time each
 // took; a click opens that method in the main view. Owns the grid's run: its requests in flight
-// and their shared cancel flag.
+// and their shared cancel flag. Another model empties the cells until the grid runs again.
 import { on } from '../events.js';
 import { drawOverlay, minMax } from '../render.js';
 import { $, cancelFlag, fitCanvas, raiseFlag } from './util.js';
@@ -15,6 +15,20 @@ export function createGridView(app) {
     flag = null;
     run++;
   });
+  on('model-changed', ({ reloaded }) => {
+    if (reloaded) return;
+    for (const cell of $('grid').children) {
+      const c = cell.querySelector('canvas');
+      c.getContext('2d').clearRect(0, 0, c.width, c.height);
+      cell.querySelector('.cell-ms').textContent = '';
+      delete cell.dataset.state;
+      delete cell.dataset.ms;
+    }
+  });
+
+  function describe(m) {
+    return `${m.description} — ${m.paper}`;
+  }
 
   function build() {
     const grid = $('grid');
@@ -24,7 +38,7 @@ export function createGridView(app) {
       cell.type = 'button';
       cell.className = 'cell';
       cell.dataset.method = m.name;
-      cell.title = `${m.description} — ${m.paper}`;
+      cell.title = describe(m);
       const c = document.createElement('canvas');
       c.width = 128;
       c.height = 128;
@@ -47,10 +61,11 @@ export function createGridView(app) {
     const runFlag = flag;
     pendingCalls = [];
     const cells = [...$('grid').children];
-    for (const cell of cells) {
+    cells.forEach((cell, i) => {
       cell.dataset.state = 'pending';
+      cell.title = describe(app.methods[i]); // not a previous run's error
       cell.querySelector('.cell-ms').textContent = '…';
-    }
+    });
     const img = app.views.editor.imageSource();
     const display = app.views.explanation.display;
     await Promise.all(app.methods.map(async (m, i) => {

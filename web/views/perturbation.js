@@ -1,7 +1,7 @@
 // perturbation.js — "Faithfulness, live": the perturbation test for the current image and map,
 // most and least relevant pixels first, each perturbed image shown and its class score plotted,
 // with the AUCs. The engine computes all of it (as `vitlens eval` does); this view draws it.
-// Owns the perturbation request in flight.
+// Owns the perturbation request in flight; another model clears what was drawn for the previous one.
 import { on } from '../events.js';
 import { lineChart } from '../teach.js';
 import { $ } from './util.js';
@@ -10,11 +10,20 @@ export function createPerturbationView(app) {
   let pending = null; // the perturbation request in flight
 
   on('explained', ({ explanation }) => run(explanation));
+  on('model-changed', ({ reloaded }) => {
+    if (!reloaded) clear('');
+  });
+
+  function clear(note) {
+    $('faith-note').textContent = note;
+    $('faith-plot').replaceChildren();
+    $('faith-strips').replaceChildren();
+  }
 
   async function run(ex) {
     const { imageW: w, imageH: h } = app.info;
     if (ex.width !== w || ex.height !== h) {
-      $('faith-note').textContent = `(the map is ${ex.width}×${ex.height}, not the model’s ${w}×${h}: not computed)`;
+      clear(`(the map is ${ex.width}×${ex.height}, not the model’s ${w}×${h}: not computed)`);
       return;
     }
     if (pending) app.client.cancel(pending.id);

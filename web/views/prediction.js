@@ -1,6 +1,8 @@
 // prediction.js — the "Prediction" panel: classifies the current image in the worker, shows the
 // class scores (click one to explain it) and what the model sees. Owns the prediction: the
-// scores, the class explained, and the image version the other views key their requests on.
+// scores, the class explained, the image's handle in the worker, and the image version the other
+// views key their requests on. Another model drops all of them (its classes are others, and the
+// worker released the image's handle) until the image is classified again.
 import { emit, on } from '../events.js';
 import { $, fitCanvas } from './util.js';
 
@@ -14,6 +16,14 @@ export function createPredictionView(app) {
   let targetChosen = false; // the user clicked a class for this image (kept while it is edited)
 
   on('image-changed', () => { targetChosen = false; });
+  on('model-changed', ({ reloaded }) => {
+    if (reloaded) return;
+    targetChosen = false;
+    app.predictions = [];
+    app.target = -1;
+    app.imageId = null;
+    $('scores').replaceChildren();
+  });
 
   // Classifies the current image (app.image.blob), then explains it; resolves once the main
   // explanation is drawn. `grid: false` skips the all-methods grid (live updates while editing).

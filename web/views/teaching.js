@@ -1,23 +1,30 @@
 // teaching.js — "Inside the model": block by block, the query token's row of A, ∇A, R_A and the
 // rollout factor and product; the chosen block's per-head views; for AttAttr the head-importance
 // grid and the attribution tree; for LRP methods Σ relevance layer by layer. Owns the block
-// stepped to and the per-head data fetched for the current image.
+// stepped to and the per-head data fetched for the current image; another model starts again at
+// block 0 with no per-head data (its blocks, heads and tokens are its own: ../tokens.js).
 import { on } from '../events.js';
 import { drawGrid, formatNumber } from '../render.js';
 import { drawTree, lineChart } from '../teach.js';
+import { patchRow, tokenLayout, tokenName, tokenPatch } from '../tokens.js';
 import { HEAD_PRODUCT_TEXT } from './method_text.js';
 import { $, fitCanvas } from './util.js';
 
-function queryRow(mat, n, q) {
-  return mat.subarray(q * n + 1, q * n + n);
-}
-
 export function createTeachingView(app) {
   let teachBlock = 0;
-  let teachData = null; // { key, attn, grads }: per block, per head A and ∂y_t/∂A of the current image
+  // { key, version, target, attn, grads }: per block, per head A and ∂y_t/∂A of the image
+  // classified as app.imageVersion (grads for class `target`, or null)
+  let teachData = null;
   let teachP = null; // the pending request for them
 
-  on('model-changed', () => setBlock(teachBlock));
+  on('model-changed', ({ reloaded }) => {
+    if (!reloaded) {
+      teachData = null;
+      if (teachP) app.client.cancel(teachP.id);
+      teachP = null;
+    }
+    setBlock(reloaded ? teachBlock : 0);
+  });
   on('explained', ({ explanation }) => {
     render();
     fetchHeads(explanation);
@@ -34,9 +41,8 @@ export function createTeachingView(app) {
     const box = $('teach');
     box.replaceChildren();
     const blocks = ex?.intermediates?.blocks ?? [];
-    const n = ex?.intermediates?.tokens ?? 0;
-    $('teach-query').textContent = app.query === 0 ? 'query: the CLS token' :
-      `query: patch ${app.query - 1} (row ${Math.floor((app.query - 1) / ex.gridW)}, column ${(app.query - 1) % ex.gridW})`;
+    const layout = app.info ? tokenLayout(app.info) : null;
+    $('teach-query').textContent = layout ? `query: ${tokenName(layout, app.query)}` : '';
     const rows = [
       ['attn', 'A_b', 'attention, softmax(q·kᵀ/√d_h), mean over heads'],
       ['grad', '∇A_b', '∂y_t/∂A_b, gradient of the class logit, mean over heads'],
@@ -53,8 +59,8 @@ export function createTeachingView(app) {
         if (i > teachBlock) fig.className = 'later';
         if (i === teachBlock) fig.classList.add('current');
         const c = document.createElement('canvas');
-        fitCanvas(c, ex.gridW, ex.gridH, 72);
-        drawGrid(c, queryRow(b[key], n, app.query), ex.gridW, ex.gridH, { cmap: 'viridis', outline: app.query - 1 });
+        fitCanvas(c, layout.gridW, layout.gridH, 72);
+        drawGrid(c, patchRow(b[key], layout, app.query), layout.gridW, layout.gridH, { cmap: 'viridis', outline: tokenPatch(layout, app.query) });
         const cap = document.createElement('figcaption');
         cap.textContent = `block ${i}`;
         fig.append(c, cap);
@@ -62,7 +68,7 @@ export function createTeachingView(app) {
       });
       box.append(row);
     }
-    if (!blocks.length) box.textContent = 'This method reports no per-block intermediates (head means); the per-head views above are the model’s own.';
+    if (ex && !blocks.length) box.textContent = 'This method reports no per-block intermediates (head means); the per-head views above are the model’s own.';
     renderBlock();
     if (!extras) return;
     renderConservation(ex);
@@ -70,11 +76,11 @@ export function createTeachingView(app) {
   }
 
   // A small figure: a query row over the patch grid, a caption, and a data-kind for the tests.
-  function gridFigure(row, ex, caption, kind) {
+  function gridFigure(row, layout, caption, kind) {
     const fig = document.createElement('figure');
     const c = document.createElement('canvas');
-    fitCanvas(c, ex.gridW, ex.gridH, 72);
-    drawGrid(c, row, ex.gridW, ex.gridH, { cmap: 'viridis', outline: app.query - 1 });
+    fitCanvas(c, layout.gridW, layout.gridH, 72);
+    drawGrid(c, row, layout.gridW, layout.gridH, { cmap: 'viridis', outline: tokenPatch(layout, app.query) });
     c.dataset.kind = kind;
     const cap = document.createElement('figcaption');
     cap.textContent = caption;
@@ -101,26 +107,27 @@ export function createTeachingView(app) {
     const box = $('teach-block');
     box.replaceChildren();
     const ex = app.explanation;
-    const td = teachData;
     if (!ex || !app.info) return;
+    const td = headsOf(ex);
     const b = Math.min(teachBlock, app.info.depth - 1);
-    const n = 1 + ex.gridW * ex.gridH;
+    const layout = tokenLayout(app.info);
     const q = app.query;
+    const qrow = (mat) => patchRow(mat, layout, q);
     if (td?.attn?.[b]) {
       const row = teachRow('head-attn', `block ${b}: attention per head`, 'A_b,h = softmax(q_h·k_hᵀ/√d_h); the query’s row, without the CLS key');
-      td.attn[b].forEach((a, h) => row.append(gridFigure(queryRow(a, n, q), ex, `head ${h}`, 'head-attn')));
+      td.attn[b].forEach((a, h) => row.append(gridFigure(qrow(a), layout, `head ${h}`, 'head-attn')));
       box.append(row);
     }
     if (td?.grads?.[b]) {
-      const row = teachRow('head-grad', `block ${b}: ∇A per head`, `∇A_b,h = ∂y_t/∂A_b,h for “${app.className(ex.target)}”`);
-      td.grads[b].forEach((g, h) => row.append(gridFigure(queryRow(g, n, q), ex, `head ${h}`, 'head-grad')));
+      const row = teachRow('head-grad', `block ${b}: ∇A per head`, `∇A_b,h = ∂y_t/∂A_b,h for “${app.className(td.target)}”`);
+      td.grads[b].forEach((g, h) => row.append(gridFigure(qrow(g), layout, `head ${h}`, 'head-grad')));
       box.append(row);
       if (td.attn?.[b]) {
         const row2 = teachRow('head-gradxa', `block ${b}: (∇A ⊙ A)⁺ per head`, HEAD_PRODUCT_TEXT.gradxa);
         td.grads[b].forEach((g, h) => {
-          const a = td.attn[b][h];
-          const r = queryRow(g, n, q).map((v, j) => Math.max(0, v * a[q * n + 1 + j]));
-          row2.append(gridFigure(r, ex, `head ${h}`, 'head-gradxa'));
+          const a = qrow(td.attn[b][h]);
+          const r = qrow(g).map((v, j) => Math.max(0, v * a[j]));
+          row2.append(gridFigure(r, layout, `head ${h}`, 'head-gradxa'));
         });
         box.append(row2);
       }
@@ -128,28 +135,28 @@ export function createTeachingView(app) {
     const rHeads = ex.intermediates?.blocks?.[b]?.relevanceHeads;
     if (rHeads?.length) {
       const row = teachRow('head-relevance', `block ${b}: R_A per head`, 'R_A_b,h = the LRP relevance reaching head h’s attention (Chefer et al. 2021); the query’s row');
-      rHeads.forEach((r, h) => row.append(gridFigure(queryRow(r, n, q), ex, `head ${h}`, 'head-relevance')));
+      rHeads.forEach((r, h) => row.append(gridFigure(qrow(r), layout, `head ${h}`, 'head-relevance')));
       box.append(row);
       // The method weighted R_A by ∇A when it reports ∇A for this block as well.
       if (td?.grads?.[b] && ex.intermediates.blocks[b].grad) {
         const row2 = teachRow('head-gradxr', `block ${b}: (∇A ⊙ R_A)⁺ per head`, HEAD_PRODUCT_TEXT.gradxr);
         rHeads.forEach((r, h) => {
-          const g = td.grads[b][h];
-          const v = queryRow(r, n, q).map((x, j) => Math.max(0, x * g[q * n + 1 + j]));
-          row2.append(gridFigure(v, ex, `head ${h}`, 'head-gradxr'));
+          const g = qrow(td.grads[b][h]);
+          const v = qrow(r).map((x, j) => Math.max(0, x * g[j]));
+          row2.append(gridFigure(v, layout, `head ${h}`, 'head-gradxr'));
         });
         box.append(row2);
       }
     }
     if (ex.attattr?.[b]) {
       const row = teachRow('head-attattr', `block ${b}: AttAttr per head`, 'Attr_b,h = A_b,h ⊙ (1/m) Σ_k ∂F(α_k·A_b)/∂A_b,h, α_k = k/m');
-      ex.attattr[b].forEach((a, h) => row.append(gridFigure(queryRow(a, n, q), ex, `head ${h}`, 'head-attattr')));
+      ex.attattr[b].forEach((a, h) => row.append(gridFigure(qrow(a), layout, `head ${h}`, 'head-attattr')));
       box.append(row);
     }
     if (ex.norm?.[b]) {
       const row = teachRow('norm-stages', `block ${b}: norm-based stages`, 'N[i, j] = ‖z_(i←j)‖₂ at each stage; r = mixing ratio of the query token');
       for (const [st, map] of Object.entries(ex.norm[b].maps ?? {})) {
-        const fig = gridFigure(queryRow(map, n, q), ex, '', 'norm-stage');
+        const fig = gridFigure(qrow(map), layout, '', 'norm-stage');
         const mix = ex.norm[b].mixing?.[st];
         fig.querySelector('figcaption').innerHTML = '<strong></strong><br><span class="formula"></span>';
         fig.querySelector('strong').textContent = `${st}${mix ? ` (r = ${formatNumber(mix[q])})` : ''}`;
@@ -168,21 +175,32 @@ export function createTeachingView(app) {
     }
   }
 
+  // The per-head data that belongs with explanation `ex`: of the image as last classified and, for
+  // ∇A, of the class explained. Data of another image, class or model is not drawn.
+  function headsOf(ex) {
+    const td = teachData;
+    if (!td || td.version !== app.imageVersion) return null;
+    return td.grads && td.target !== ex.target ? { ...td, grads: null } : td;
+  }
+
   // Asks the worker for each head's A (and ∂y_t/∂A when the method uses it: when its per-block
   // intermediates include ∇A) of the current image.
   async function fetchHeads(ex) {
     const grads = (ex.intermediates?.blocks ?? []).some((blk) => blk.grad);
-    const key = `${app.imageVersion}:${grads ? ex.target : '-'}`;
-    if (teachData?.key === key || (teachData?.grads && teachData.key === `${app.imageVersion}:${ex.target}`)) {
+    const have = headsOf(ex);
+    if (have && (have.grads || !grads)) {
       renderBlock();
       return;
     }
     if (teachP) app.client.cancel(teachP.id);
+    const version = app.imageVersion;
+    const key = `${version}:${grads ? ex.target : '-'}`;
     const p = app.call('teach', { image: app.imageId, target: ex.target, grads }, [], { priority: true });
     teachP = p;
     try {
       const out = await p;
-      teachData = { key, ...out };
+      if (teachP !== p) return; // dropped (another model) while the worker answered
+      teachData = { key, version, target: ex.target, ...out };
       renderBlock();
       document.documentElement.dataset.teachKey = key;
     } catch (e) {
@@ -247,7 +265,7 @@ export function createTeachingView(app) {
     c.dataset.root = String(tree.root);
     const img = app.views.editor.imageSource();
     fitCanvas(c, img.width, img.height, 256);
-    drawTree(c, img, tree, ex.gridW, ex.gridH, ex.attattr.length);
+    drawTree(c, img, tree, ex.attattr.length);
     const tcap = document.createElement('figcaption');
     tcap.innerHTML = '<strong>Attribution tree</strong> (circle = root; arrows point from a patch to the patch it informs, lighter = higher block)<br>' +
       '<span class="formula">M_l = Σ_h Attr_l,h / max over rows i ≥ 1; keep M_l[i, j] &gt; 0.4; root = the patch j with the largest Σ_i Σ_h Attr_L,h[i, j]; ' +
