@@ -587,7 +587,46 @@ class WasmModel {
     for (float v : c.std) stdv.call<void>("push", v);
     o.set("mean", mean);
     o.set("std", stdv);
+    // The token sequence [CLS][DIST][REG × r][patches] and the variant (METHODS.md).
+    o.set("tokens", c.tokens());
+    o.set("prefix", c.prefix());
+    val kinds = val::array();
+    if (c.class_token) kinds.call<void>("push", std::string("cls"));
+    if (c.dist_token) kinds.call<void>("push", std::string("dist"));
+    for (int r = 0; r < c.registers; ++r) kinds.call<void>("push", std::string("reg"));
+    o.set("prefixKinds", kinds);
+    o.set("pooling", std::string(c.dist_token ? "distilled" : pooling_name(c.pool)));
+    o.set("activation", std::string(activation_name(c.act)));
+    o.set("layerScale", c.layer_scale);
+    o.set("preNorm", c.pre_norm);
+    o.set("fcNorm", c.fc_norm);
+    o.set("finalNorm", c.final_norm);
+    const VecD q = query_weights(c);
+    o.set("query", float32_out(q.cast<float>().eval().data(), size_t(q.size())));
+    val grid = val::array();
+    grid.call<void>("push", c.pos_grid_h ? c.pos_grid_h : c.grid_h());
+    grid.call<void>("push", c.pos_grid_w ? c.pos_grid_w : c.grid_w());
+    o.set("checkpointGrid", grid);
     return o;
+  }
+
+  // The model at another input size (pixels, multiples of the patch): a new Model whose position
+  // embedding is resampled (core's resize_input). This model is unchanged.
+  WasmModel* at_input_size(int h, int w) const {
+    return guarded([&] { return new WasmModel(resize_input(*model_, h, w)); });
+  }
+
+  // [h, w]: the input size for an image of imgH × imgW pixels at its own aspect, with about as
+  // many patches as the checkpoint (core's aspect_input_size).
+  val aspect_input_size_js(int img_h, int img_w) const {
+    return guarded([&] {
+      int h = 0, w = 0;
+      aspect_input_size(model_->config, img_h, img_w, h, w);
+      val out = val::array();
+      out.call<void>("push", h);
+      out.call<void>("push", w);
+      return out;
+    });
   }
 
   // The model input (C×H×W, normalised) from RGBA pixels of any size.
@@ -768,6 +807,8 @@ EMSCRIPTEN_BINDINGS(vitlens) {
       .function("preprocessRGBA", &WasmModel::preprocess_rgba)
       .function("prepare", &WasmModel::prepare, emscripten::allow_raw_pointers())
       .function("prepareRGBA", &WasmModel::prepare_rgba, emscripten::allow_raw_pointers())
+      .function("atInputSize", &WasmModel::at_input_size, emscripten::allow_raw_pointers())
+      .function("aspectInputSize", &WasmModel::aspect_input_size_js)
       .function("save", &WasmModel::save);
   emscripten::class_<WasmInput>("Input")
       .function("predict", &WasmInput::predict)

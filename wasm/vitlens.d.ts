@@ -29,6 +29,21 @@ export interface ModelInfo {
   classNames: string[];
   mean: number[];
   std: number[];
+  /** n = prefix + patches: the token sequence [CLS][DIST][REG × r][patches]. */
+  tokens: number;
+  prefix: number;
+  /** One entry per prefix token, in order. */
+  prefixKinds: ("cls" | "dist" | "reg")[];
+  pooling: "token" | "distilled" | "avg" | "token+avg";
+  activation: "gelu" | "gelu_pytorch_tanh" | "quick_gelu";
+  layerScale: boolean;
+  preNorm: boolean;
+  fcNorm: boolean;
+  finalNorm: boolean;
+  /** The methods' query (n token weights): the map is qᵀ·M on the patch columns. */
+  query: Float32Array;
+  /** The grid pos_embed was trained on, [rows, cols] (differs from the grid after atInputSize). */
+  checkpointGrid: [number, number];
 }
 
 export interface DecodedImage {
@@ -298,6 +313,13 @@ export interface Model {
   prepare(x: Float32Array): Input;
   /** The model as a .vitl file. */
   save(storage: "f32" | "int8"): Uint8Array;
+  /** The model at another input size h × w (pixels, multiples of the patch; at most 4097 tokens),
+   * pos_embed's patch rows resampled bicubically. A new Model (a copy of the weights): delete() it.
+   * Throws "bad_argument: ..." on a model that is itself resampled (resize the original). */
+  atInputSize(h: number, w: number): Model;
+  /** [h, w] for an image of imgH × imgW pixels at its own aspect, with about as many patches as
+   * the checkpoint. */
+  aspectInputSize(imgH: number, imgW: number): [number, number];
   delete(): void;
 }
 

@@ -1,5 +1,6 @@
-// tokens.js — the loaded model's token sequence as the page indexes it: the prefix tokens (today
-// the class token only), then the gridH × gridW patches row by row, n tokens in all. Every n × n
+// tokens.js — the loaded model's token sequence as the page indexes it: the prefix tokens
+// ([CLS][DIST][REG × r], each present or not: info().prefixKinds), then the gridH × gridW patches
+// row by row, n tokens in all. Every n × n
 // matrix the page draws (A, ∇A, R_A, AttAttr, the norm maps) and every token the engine names
 // (the query, the attribution tree's nodes) goes through this layout; nothing else in web/
 // computes n or assumes that token 0 is the class token.
@@ -8,10 +9,9 @@
 export function tokenLayout(info) {
   const gridH = Math.floor(info.imageH / info.patch);
   const gridW = Math.floor(info.imageW / info.patch);
-  // info() does not say yet how many tokens come before the patches: one, the class token.
-  // Models with a distillation token or registers (or none, without a class token) change this line.
-  const prefix = 1;
-  return { prefix, cls: prefix > 0 ? 0 : -1, gridH, gridW, patches: gridH * gridW, n: prefix + gridH * gridW };
+  const kinds = info.prefixKinds ?? ['cls'];
+  const prefix = kinds.length;
+  return { prefix, kinds, cls: kinds.indexOf('cls'), gridH, gridW, patches: gridH * gridW, n: prefix + gridH * gridW };
 }
 
 // The token of patch p (row-major over the grid).
@@ -34,6 +34,8 @@ export function patchRow(mat, layout, q) {
 export function tokenName(layout, t) {
   if (t === layout.cls) return 'the CLS token';
   const p = tokenPatch(layout, t);
+  if (p < 0 && layout.kinds[t] === 'dist') return 'the distillation token';
+  if (p < 0 && layout.kinds[t] === 'reg') return `register ${t - layout.kinds.indexOf('reg')}`;
   if (p < 0) return `prefix token ${t}`;
   return `patch ${p} (row ${Math.floor(p / layout.gridW)}, column ${p % layout.gridW})`;
 }

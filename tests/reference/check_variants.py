@@ -71,10 +71,11 @@ def mha(x, wq, bq, wk, bk, wv, bv, wo, bo, heads):
 
 
 def resample(patch_rows, old, new):
-    """(gh·gw, d) → (new_h·new_w, d), the HF / METHODS.md way (float32 bicubic, no antialias)."""
+    """(gh·gw, d) → (new_h·new_w, d), the HF / METHODS.md way (bicubic, no antialias), computed in
+    float64 from the float32 values and rounded once to float32 (the model's precision)."""
     d = patch_rows.shape[-1]
-    g = patch_rows.to(torch.float32).reshape(1, old[0], old[1], d).permute(0, 3, 1, 2)
-    g = F.interpolate(g, size=new, mode="bicubic", align_corners=False)
+    g = patch_rows.to(torch.float32).to(torch.float64).reshape(1, old[0], old[1], d).permute(0, 3, 1, 2)
+    g = F.interpolate(g, size=new, mode="bicubic", align_corners=False).to(torch.float32)
     return g.permute(0, 2, 3, 1).reshape(-1, d).to(D)
 
 

@@ -506,7 +506,7 @@ def write_case(c):
     ])
     if cfg.resized:
         meta["resampling"] = ("pos_embed patch rows (d, 3, 4) → (d, 5, 3): torch interpolate bicubic, "
-                              "align_corners=False, antialias=False, float32; CLS row kept")
+                              "align_corners=False, antialias=False, in float64 rounded once to float32; CLS row kept")
     with open(os.path.join(d, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
     with open(os.path.join(d, "index.json"), "w") as f:

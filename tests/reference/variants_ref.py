@@ -221,14 +221,17 @@ def random_image(cfg, seed):
 def resample_pos_embed(pos, cfg):
     """pos (pos_prefix + gh·gw, d) float32 at the checkpoint grid → (pos_prefix + P, d) float32 at
     the input grid: the patch rows as a (d, gh, gw) grid through torch's interpolate (bicubic,
-    align_corners=False, antialias=False) in float32; the prefix rows kept."""
+    align_corners=False, antialias=False), evaluated in float64 and rounded once to float32 (the
+    correctly rounded float32 result: torch's float32 kernel differs from it in the last bit, and
+    the relevance rules amplify a last-bit change of pos_embed to ~1e-4 of a map); the prefix rows
+    kept."""
     pos = np.asarray(pos, dtype=np.float32)
     if not cfg.resized:
         return pos
     k, (gh, gw), d = cfg.pos_prefix, cfg.ckpt_grid, cfg.dim
-    grid = torch.as_tensor(pos[k:]).reshape(gh, gw, d).permute(2, 0, 1)[None]      # (1, d, gh, gw)
+    grid = torch.as_tensor(pos[k:].astype(np.float64)).reshape(gh, gw, d).permute(2, 0, 1)[None]
     new = F.interpolate(grid, size=(cfg.grid_h, cfg.grid_w), mode="bicubic",
-                        align_corners=False, antialias=False)                        # float32
+                        align_corners=False, antialias=False).to(torch.float32)      # (1, d, h, w)
     rows = new[0].permute(1, 2, 0).reshape(cfg.num_patches, d).numpy()
     return np.concatenate([pos[:k], rows], axis=0).astype(np.float32)
 

@@ -188,10 +188,10 @@ namespace {
 
 // torch's cubic convolution kernel with A = −0.75: the weights of the 4 taps at offsets −1…2
 // for a fractional position t ∈ [0, 1).
-void cubic_weights(float t, float w[4]) {
-  const float A = -0.75f;
-  auto near = [&](float x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };          // |x| ≤ 1
-  auto far = [&](float x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };      // 1 < |x| < 2
+void cubic_weights(double t, double w[4]) {
+  const double A = -0.75;
+  auto near = [&](double x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };          // |x| ≤ 1
+  auto far = [&](double x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };      // 1 < |x| < 2
   w[0] = far(t + 1);
   w[1] = near(t);
   w[2] = near(1 - t);
@@ -200,33 +200,35 @@ void cubic_weights(float t, float w[4]) {
 
 // Resamples a (rows_in, cols_in) grid of d-vectors (row-major, one token per row of `src`) to
 // (rows_out, cols_out): half-pixel centres (align_corners = False), source index
-// (o + ½)·in/out − ½, taps clamped at the borders, no antialiasing.
+// (o + ½)·in/out − ½, taps clamped at the borders, no antialiasing. Accumulated in double and
+// rounded once, so that the result does not depend on the platform's float contraction (the
+// relevance rules amplify a last-bit difference in pos_embed through the position-embedding add).
 Mat resample_grid(const Mat& src, int rows_in, int cols_in, int rows_out, int cols_out) {
   const Eigen::Index d = src.cols();
-  Mat tmp = Mat::Zero(Eigen::Index(rows_in) * cols_out, d);  // columns first
-  Mat out = Mat::Zero(Eigen::Index(rows_out) * cols_out, d);
-  auto pass = [](int in, int o_idx, int out_n, int taps[4], float w[4]) {
-    const float scale = float(in) / float(out_n);
-    const float real = scale * (float(o_idx) + 0.5f) - 0.5f;
-    const float fl = std::floor(real);
+  const MatD s = src.cast<double>();
+  MatD tmp = MatD::Zero(Eigen::Index(rows_in) * cols_out, d);  // columns first
+  MatD out = MatD::Zero(Eigen::Index(rows_out) * cols_out, d);
+  auto taps_of = [](int in, int o_idx, int out_n, int taps[4], double w[4]) {
+    const double real = double(in) / double(out_n) * (double(o_idx) + 0.5) - 0.5;
+    const double fl = std::floor(real);
     cubic_weights(real - fl, w);
     for (int k = 0; k < 4; ++k) taps[k] = std::min(std::max(int(fl) - 1 + k, 0), in - 1);
   };
   int taps[4];
-  float w[4];
+  double w[4];
   for (int ox = 0; ox < cols_out; ++ox) {
-    pass(cols_in, ox, cols_out, taps, w);
+    taps_of(cols_in, ox, cols_out, taps, w);
     for (int y = 0; y < rows_in; ++y)
       for (int k = 0; k < 4; ++k)
-        tmp.row(Eigen::Index(y) * cols_out + ox) += w[k] * src.row(Eigen::Index(y) * cols_in + taps[k]);
+        tmp.row(Eigen::Index(y) * cols_out + ox) += w[k] * s.row(Eigen::Index(y) * cols_in + taps[k]);
   }
   for (int oy = 0; oy < rows_out; ++oy) {
-    pass(rows_in, oy, rows_out, taps, w);
+    taps_of(rows_in, oy, rows_out, taps, w);
     for (int x = 0; x < cols_out; ++x)
       for (int k = 0; k < 4; ++k)
         out.row(Eigen::Index(oy) * cols_out + x) += w[k] * tmp.row(Eigen::Index(taps[k]) * cols_out + x);
   }
-  return out;
+  return out.cast<float>();
 }
 
 }  // namespace
