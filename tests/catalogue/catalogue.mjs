@@ -319,9 +319,9 @@ export function makeCatalogue(dir) {
     editedCfg((c) => { c.hidden_size = 48; }), 'bad_shape', 'config.json implies [48, 3, 8, 8]');
   checkpoint('ckpt-missing', 'tensors', 'blocks.2.mlp.fc2.bias missing',
     editedSt((h) => { delete h['blocks.2.mlp.fc2.bias']; }), 'missing_tensor', '\'blocks.2.mlp.fc2.bias\' is missing');
-  checkpoint('ckpt-extra', 'tensors', 'a distillation token (distilled DeiT)',
+  checkpoint('ckpt-extra', 'tensors', 'a distillation token without its head',
     editedSt((h) => { h.dist_token = { dtype: 'F32', shape: [1, 1, 32], data_offsets: [SD.length, SD.length + 128] }; },
-      Buffer.concat([SD, Buffer.alloc(128)])), 'unknown_tensor', 'distilled DeiT');
+      Buffer.concat([SD, Buffer.alloc(128)])), 'missing_tensor', 'a distillation token \'dist_token\' without its head \'head_dist.weight\'');
   {
     // The same key twice in the JSON header: a parser that keeps the last one would silently
     // drop the first entry.
