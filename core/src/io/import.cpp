@@ -673,20 +673,26 @@ Config resolve(const Declared& d, const Layout& n, const SafeTensors& st, bool* 
                      (d.class_token ? "class_token is false" : "the checkpoint has no 'cls_token'"));
       agree("class_token", d.class_token, has("cls_token"),
             "the checkpoint, which " + std::string(has("cls_token") ? "has" : "has no") + " 'cls_token'");
-      // timm: fc_norm defaults to (global_pool == avg), and then replaces the final norm.
-      const bool final_norm = d.final_norm.value_or(true);
-      const bool use_fc_norm = d.fc_norm.value_or(c.pool == Pooling::avg);
-      if (use_fc_norm && c.pool != Pooling::avg)
-        not_implemented(std::string("'fc_norm: true' with global_pool '") + pooling_name(c.pool) +
-                        "' (timm's norm on the pooled token; vitlens implements fc_norm for 'avg' pooling)");
+      // The one LayerNorm after the blocks is either the final `norm` (all tokens, before pooling)
+      // or `fc_norm` (the pooled vector); timm has one or the other (or neither: final_norm
+      // false). Which one, the tensor names say: for every checkpoint timm itself loads, this is
+      // timm's rule (fc_norm when global_pool is 'avg'), and a checkpoint with `norm` and avg
+      // pooling (made with fc_norm=False) pools the normed tokens instead of failing.
+      const bool has_fc = has("fc_norm.weight"), has_norm = has("norm.weight");
+      if (has_fc && has_norm)
+        throw Error(ErrorCode::unknown_tensor, "checkpoint: both a final 'norm' and an 'fc_norm' (timm has one or the other)");
+      const bool use_fc_norm = d.fc_norm.value_or(has_fc);
+      const bool final_norm = d.final_norm.value_or(has_fc || has_norm);
       c.final_norm = final_norm && !use_fc_norm;
       c.fc_norm = final_norm && use_fc_norm;
-      const std::string keys = std::string("global_pool '") + pooling_name(c.pool) + "', fc_norm " + yes_no(use_fc_norm) +
-                               (d.fc_norm ? "" : " (timm's default for this pooling)") + ", final_norm " + yes_no(final_norm);
-      if (c.fc_norm != has("fc_norm.weight"))
+      if (c.fc_norm && c.pool != Pooling::avg)
+        not_implemented(std::string(d.fc_norm ? "'fc_norm: true'" : "an 'fc_norm'") + " with global_pool '" + pooling_name(c.pool) +
+                        "' (timm's norm on the pooled token; vitlens implements fc_norm for 'avg' pooling)");
+      const std::string keys = "'fc_norm: " + yes_no(use_fc_norm) + "', 'final_norm: " + yes_no(final_norm) + "'";
+      if (c.fc_norm != has_fc)
         config_error(keys + (c.fc_norm ? " imply an 'fc_norm', which the checkpoint lacks"
                                        : " imply no 'fc_norm', but the checkpoint has 'fc_norm.weight'"));
-      if (c.final_norm != has("norm.weight"))
+      if (c.final_norm != has_norm)
         config_error(keys + (c.final_norm ? " imply a final 'norm', which the checkpoint lacks"
                                           : " imply no final 'norm', but the checkpoint has 'norm.weight'"));
       c.pre_norm = d.pre_norm.value_or(has("norm_pre.weight"));
