@@ -38,11 +38,9 @@ int cmd_import(int argc, char** argv) {
   if (args.has("provenance")) m.provenance = args.get("provenance");
   save_model_file(out, m, quant == "int8" ? Storage::int8 : Storage::f32);
   const Config& c = m.config;
-  std::printf("imported %s names: %d blocks, width %d, %d classes, pooling %s%s%s%s%s%s → %s (%s)\n",
-              naming == Naming::timm ? "timm" : "Hugging Face", c.depth, c.dim, c.classes, pooling_name(c.pool),
-              c.dist_token ? ", distilled" : "", c.registers ? (", " + std::to_string(c.registers) + " registers").c_str() : "",
-              c.layer_scale ? ", LayerScale" : "", c.pre_norm ? ", pre-norm" : "",
-              c.act != Activation::gelu ? (std::string(", ") + activation_name(c.act)).c_str() : "", out.c_str(), quant.c_str());
+  std::printf("imported %s names: %d blocks, width %d, %d classes; %s → %s (%s)\n",
+              naming == Naming::timm ? "timm" : "Hugging Face", c.depth, c.dim, c.classes, variant_summary(c).c_str(),
+              out.c_str(), quant.c_str());
   return 0;
 }
 
