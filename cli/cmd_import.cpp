@@ -16,10 +16,14 @@ int cmd_import(int argc, char** argv) {
     std::printf(
         "usage: vitlens import CKPT.safetensors --config config.json -o MODEL.vitl [--quant f32|int8]\n"
         "                      [--provenance TEXT]\n\n"
-        "Reads a timm (patch_embed.proj.*, blocks.N.*, head.*) or Hugging Face ViTForImageClassification\n"
-        "(vit.embeddings.*, vit.encoder.layer.N.*, classifier.*) checkpoint with its Hugging-Face-style\n"
-        "config.json and writes a vitlens model. int8 stores linear and patch weights with one scale per\n"
-        "output channel.\n");
+        "Reads a ViT checkpoint with its config.json and writes a vitlens model: timm VisionTransformer names\n"
+        "(patch_embed.proj.*, blocks.N.*, head.*; DeiT-III LayerScale, registers, no class token, avg pooling\n"
+        "with fc_norm, norm_pre, distilled DeiT) or Hugging Face ViTForImageClassification,\n"
+        "DeiTForImageClassificationWithTeacher, Dinov2ForImageClassification,\n"
+        "Dinov2WithRegistersForImageClassification or CLIPForImageClassification names. Features vitlens does\n"
+        "not implement (Swin, relative position bias, RoPE, hybrids, SwiGLU, attention pooling, ...) and\n"
+        "config keys it does not know are refused with the reason (docs/import.md). int8 stores linear and\n"
+        "patch weights with one scale per output channel.\n");
     return args.has("help") ? 0 : 2;
   }
   const std::string out = args.has("o") ? args.get("o") : args.get("out");
@@ -33,8 +37,9 @@ int cmd_import(int argc, char** argv) {
   Model m = import_checkpoint(ckpt.data(), ckpt.size(), std::string(cfg.begin(), cfg.end()), &naming);
   if (args.has("provenance")) m.provenance = args.get("provenance");
   save_model_file(out, m, quant == "int8" ? Storage::int8 : Storage::f32);
-  std::printf("imported %s names: %d blocks, width %d, %d classes → %s (%s)\n",
-              naming == Naming::timm ? "timm" : "Hugging Face", m.config.depth, m.config.dim, m.config.classes,
+  const Config& c = m.config;
+  std::printf("imported %s names: %d blocks, width %d, %d classes; %s → %s (%s)\n",
+              naming == Naming::timm ? "timm" : "Hugging Face", c.depth, c.dim, c.classes, variant_summary(c).c_str(),
               out.c_str(), quant.c_str());
   return 0;
 }

@@ -18,6 +18,7 @@ int cmd_info(int argc, char** argv) {
               c.channels, c.patch, c.grid_h(), c.grid_w(), c.tokens());
   std::printf("transformer width %d, depth %d, heads %d (head dim %d), MLP %d, LayerNorm eps %g\n", c.dim, c.depth,
               c.heads, c.head_dim(), c.mlp_dim, double(c.ln_eps));
+  std::printf("variants    %s\n", variant_summary(c).c_str());
   std::printf("output      %d classes, %s\n", c.classes, c.output == OutputKind::sigmoid ? "sigmoid (multi-label)" : "softmax");
   std::printf("normalise   mean");
   for (float v : c.mean) std::printf(" %g", double(v));

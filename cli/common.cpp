@@ -11,6 +11,24 @@
 
 namespace vitlens::cli {
 
+std::string variant_summary(const Config& c) {
+  std::string s = std::string(pooling_name(c.pool)) + " pooling";
+  auto add = [&](bool on, const std::string& what) {
+    if (on) s += ", " + what;
+  };
+  add(!c.class_token, "no class token");
+  add(c.dist_token, "distilled (½ head + ½ head_dist)");
+  add(c.registers > 0, std::to_string(c.registers) + " register tokens");
+  add(c.no_embed_class, "pos_embed without prefix rows");
+  add(c.pre_norm, "norm before the blocks");
+  add(c.layer_scale, "LayerScale");
+  add(!c.final_norm, "no final norm");
+  add(c.fc_norm, "fc_norm");
+  s += std::string(", ") + (c.act == Activation::gelu ? "exact GELU" : activation_name(c.act));
+  add(c.pos_grid_h > 0, "pos_embed resampled from a " + std::to_string(c.pos_grid_h) + "×" + std::to_string(c.pos_grid_w) + " grid");
+  return s;
+}
+
 Model load_model_arg(const std::string& arg) {
   if (arg.rfind("deit-tiny", 0) == 0) {
     uint64_t seed = 7;

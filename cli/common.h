@@ -25,6 +25,10 @@ Image load_image_or_npy(const std::string& path, const Config& cfg);
 // only HxW is accepted.
 Model apply_input_size(const Model& m, const Args& args, const std::string& image_path);
 
+// The model's variants in a few words: "token pooling, LayerScale, 4 registers, …" ("plain ViT:
+// class token, token pooling, exact GELU" for the plain model).
+std::string variant_summary(const Config& c);
+
 double now_ms();
 
 // Seconds as m:ss, or h:mm:ss from an hour on (progress bars' elapsed time and ETA).

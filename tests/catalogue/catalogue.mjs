@@ -65,7 +65,7 @@ function parseVitl(buf) {
 }
 
 // Writes a .vitl with a correct checksum unless told otherwise.
-function encodeVitl(header, data, { version = 1, headerText = JSON.stringify(header) } = {}) {
+function encodeVitl(header, data, { version = 2, headerText = JSON.stringify(header) } = {}) {
   const text = Buffer.from(headerText, 'utf8');
   const start = Math.ceil((24 + text.length) / 16) * 16;
   const out = Buffer.alloc(start + data.length + 4);
@@ -205,8 +205,8 @@ export function makeCatalogue(dir) {
     good.subarray(0, good.length - 2), 'truncated', 'truncated download');
   model('model-magic', 'magic-version', 'another format\'s magic number',
     patched(0, (b, at) => b.write('GGUF', at, 'latin1')), 'bad_format', 'wrong magic');
-  model('model-version', 'magic-version', 'format version 2',
-    encodeVitl(H, D, { version: 2 }), 'bad_version', 'format version 2 is not supported');
+  model('model-version', 'magic-version', 'format version 3 (this build reads 1 and 2)',
+    encodeVitl(H, D, { version: 3 }), 'bad_version', 'format version 3 is not supported');
   model('model-header-past-end', 'header-length', 'a header length just past the end of the file',
     patched(16, (b, at) => b.writeBigUInt64LE(BigInt(good.length), at)), 'truncated', 'ends inside its header');
   model('model-header-absurd', 'header-length', 'a header length of 2^64 − 256 bytes',
@@ -319,9 +319,9 @@ export function makeCatalogue(dir) {
     editedCfg((c) => { c.hidden_size = 48; }), 'bad_shape', 'config.json implies [48, 3, 8, 8]');
   checkpoint('ckpt-missing', 'tensors', 'blocks.2.mlp.fc2.bias missing',
     editedSt((h) => { delete h['blocks.2.mlp.fc2.bias']; }), 'missing_tensor', '\'blocks.2.mlp.fc2.bias\' is missing');
-  checkpoint('ckpt-extra', 'tensors', 'a distillation token (distilled DeiT)',
+  checkpoint('ckpt-extra', 'tensors', 'a distillation token without its head',
     editedSt((h) => { h.dist_token = { dtype: 'F32', shape: [1, 1, 32], data_offsets: [SD.length, SD.length + 128] }; },
-      Buffer.concat([SD, Buffer.alloc(128)])), 'unknown_tensor', 'distilled DeiT');
+      Buffer.concat([SD, Buffer.alloc(128)])), 'missing_tensor', 'a distillation token \'dist_token\' without its head \'head_dist.weight\'');
   {
     // The same key twice in the JSON header: a parser that keeps the last one would silently
     // drop the first entry.

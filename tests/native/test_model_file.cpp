@@ -1,12 +1,17 @@
 // test_model_file.cpp — .vitl round trips, int8 error bounds, and every malformed-file case.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
 #include "vitlens/tensor/error.h"
+#include "vitlens/io/io.h"
 #include "vitlens/io/model_file.h"
+#include "vitlens/io/npy.h"
 #include "vitlens/model/vit.h"
 
 using namespace vitlens;
@@ -129,8 +134,10 @@ TEST_CASE("malformed model files give specific errors", "[model_file]") {
     b[0] = 'X';
     expect_error(b, ErrorCode::bad_format, "wrong magic");
     b = good;
-    b[8] = 2;
-    expect_error(b, ErrorCode::bad_version, "version 2");
+    b[8] = 3;
+    expect_error(b, ErrorCode::bad_version, "format version 3 is not supported");
+    b[8] = 0;
+    expect_error(b, ErrorCode::bad_version, "format version 0 is not supported");
   }
   SECTION("truncated at every section") {
     const uint64_t len = get_u64(good, 16);
@@ -202,4 +209,190 @@ TEST_CASE("malformed model files give specific errors", "[model_file]") {
     c[c.size() - 40] ^= 0x55;
     expect_error(c, ErrorCode::bad_value, "checksum");
   }
+}
+
+namespace {
+
+// One config per variant of METHODS.md ("Model variants"), on the tiny shape.
+std::vector<std::pair<std::string, Config>> variant_configs() {
+  std::vector<std::pair<std::string, Config>> out;
+  auto add = [&](const std::string& name, const std::function<void(Config&)>& edit) {
+    Config c = tiny_config();
+    edit(c);
+    out.emplace_back(name, c);
+  };
+  add("plain", [](Config&) {});
+  add("deit3", [](Config& c) {
+    c.layer_scale = true;
+    c.no_embed_class = true;
+  });
+  add("distilled", [](Config& c) { c.dist_token = true; });
+  add("reg gap", [](Config& c) {
+    c.class_token = false;
+    c.registers = 3;
+    c.no_embed_class = true;
+    c.layer_scale = true;
+    c.final_norm = false;
+    c.fc_norm = true;
+    c.pool = Pooling::avg;
+  });
+  add("avg fc_norm pre_norm tanh", [](Config& c) {
+    c.pool = Pooling::avg;
+    c.final_norm = false;
+    c.fc_norm = true;
+    c.pre_norm = true;
+    c.act = Activation::gelu_tanh;
+  });
+  add("dinov2 registers", [](Config& c) {
+    c.registers = 2;
+    c.layer_scale = true;
+    c.pool = Pooling::token_avg;
+  });
+  add("clip", [](Config& c) {
+    c.pre_norm = true;
+    c.pool = Pooling::avg;
+    c.final_norm = false;
+    c.act = Activation::quick_gelu;
+  });
+  return out;
+}
+
+void check_same_config(const Config& a, const Config& b) {
+  CHECK(a.image_h == b.image_h);
+  CHECK(a.image_w == b.image_w);
+  CHECK(a.dim == b.dim);
+  CHECK(a.class_token == b.class_token);
+  CHECK(a.dist_token == b.dist_token);
+  CHECK(a.registers == b.registers);
+  CHECK(a.no_embed_class == b.no_embed_class);
+  CHECK(a.pre_norm == b.pre_norm);
+  CHECK(a.layer_scale == b.layer_scale);
+  CHECK(a.final_norm == b.final_norm);
+  CHECK(a.fc_norm == b.fc_norm);
+  CHECK(a.pool == b.pool);
+  CHECK(a.act == b.act);
+  CHECK(a.pos_grid_h == b.pos_grid_h);
+  CHECK(a.pos_grid_w == b.pos_grid_w);
+  CHECK(a.class_names == b.class_names);
+}
+
+nlohmann::json header_of(const std::vector<uint8_t>& file) {
+  const uint64_t len = get_u64(file, 16);
+  return nlohmann::json::parse(file.begin() + 24, file.begin() + 24 + long(len));
+}
+
+}  // namespace
+
+TEST_CASE("version 2 files round-trip every variant, f32 and int8", "[model_file]") {
+  auto variants = variant_configs();
+  // A model resampled to another input size keeps its checkpoint grid (pos_grid_h/w).
+  variants.emplace_back("resized", random_model(tiny_config(), 0).config);
+  for (const auto& [name, cfg] : variants) {
+    INFO(name);
+    Model m = random_model(cfg, 21);
+    if (name == "resized") m = resize_input(m, 12, 16);
+    for (Storage storage : {Storage::f32, Storage::int8}) {
+      const std::vector<uint8_t> bytes = save_model(m, storage);
+      CHECK(bytes[8] == 2);
+      const nlohmann::json h = header_of(bytes);
+      for (const char* field : {"class_token", "dist_token", "registers", "no_embed_class", "pre_norm", "layer_scale",
+                                "final_norm", "fc_norm", "pool", "act", "pos_grid_h", "pos_grid_w"})
+        CHECK(h["config"].contains(field));  // every variant field, written explicitly
+      Model back = load_model(bytes.data(), bytes.size());
+      check_same_config(back.config, m.config);
+      const Model want = storage == Storage::int8 ? quantised_copy(m) : m;
+      Model w = want;
+      const std::vector<ParamRef> ra = param_list(back.params, back.config), rb = param_list(w.params, w.config);
+      REQUIRE(ra.size() == rb.size());
+      std::set<std::string> i8;
+      for (const auto& t : h["tensors"])
+        if (t["dtype"] == "i8") i8.insert(t["name"].get<std::string>());
+      for (size_t k = 0; k < ra.size(); ++k) {
+        INFO(ra[k].name);
+        CHECK(ra[k].name == rb[k].name);
+        CHECK(std::memcmp(ra[k].data, rb[k].data, ra[k].size * 4) == 0);
+        // int8 stores exactly the quantisable tensors of param_list as i8.
+        CHECK(i8.count(ra[k].name) == size_t(storage == Storage::int8 && ra[k].quantisable));
+      }
+      CHECK(i8.size() == (storage == Storage::int8 ? size_t(std::count_if(ra.begin(), ra.end(), [](const ParamRef& r) { return r.quantisable; })) : 0));
+      const Image x = random_input(back.config, 5);
+      Trace t1, t2;
+      vit_forward(t1, back, x);
+      vit_forward(t2, want, x);
+      CHECK((t1.logits - t2.logits).cwiseAbs().maxCoeff() == 0.0f);
+    }
+  }
+}
+
+TEST_CASE("version 1 files (written before the variants) load as the plain model with the same predictions", "[model_file]") {
+  const NpyArray x = read_npy(test::source_path("tests/fixtures/engine/nonsquare/input.npy"));
+  Image img(int(x.shape[0]), int(x.shape[1]), int(x.shape[2]));
+  for (size_t i = 0; i < x.data.size(); ++i) img.data[i] = float(x.data[i]);
+  for (const char* storage : {"f32", "int8"}) {
+    INFO(storage);
+    const std::string base = test::source_path(std::string("tests/fixtures/model_file/v1_nonsquare_") + storage);
+    const std::vector<uint8_t> bytes = read_file(base + ".vitl", 1 << 26);
+    REQUIRE(bytes[8] == 1);
+    const Model m = load_model(bytes.data(), bytes.size());
+    CHECK(m.stored_int8 == (std::string(storage) == "int8"));
+    const Config& c = m.config;
+    CHECK(c.class_token);
+    CHECK_FALSE(c.dist_token);
+    CHECK(c.registers == 0);
+    CHECK_FALSE(c.no_embed_class);
+    CHECK_FALSE(c.pre_norm);
+    CHECK_FALSE(c.layer_scale);
+    CHECK(c.final_norm);
+    CHECK_FALSE(c.fc_norm);
+    CHECK(c.pool == Pooling::token);
+    CHECK(c.act == Activation::gelu);
+    CHECK(c.pos_grid_h == 0);
+    Trace tr;
+    vit_forward(tr, m, img);
+    const std::vector<Prediction> top = top_k(c, tr.logits, 5);
+    std::ifstream f(base + "_predict.json");
+    REQUIRE(f.good());
+    const nlohmann::json want = nlohmann::json::parse(f);
+    REQUIRE(want.size() == 5);
+    for (size_t k = 0; k < 5; ++k) {
+      CHECK(top[k].cls == want[k]["class"].get<int>());
+      CHECK(std::fabs(double(top[k].logit) - want[k]["logit"].get<double>()) <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("version 2 headers: unknown fields, unknown values and fields that contradict the tensors", "[model_file]") {
+  Config c = tiny_config();
+  c.registers = 2;
+  c.layer_scale = true;
+  const Model m = random_model(c, 8);
+  const std::vector<uint8_t> good = save_model(m, Storage::f32);
+  REQUIRE_NOTHROW(load_model(good.data(), good.size()));
+  using J = nlohmann::json;
+  expect_error(with_header(good, [](J& h) { h["comment"] = "hi"; }), ErrorCode::bad_format, "unknown header field 'comment'");
+  expect_error(with_header(good, [](J& h) { h["config"]["rope_theta"] = 100; }), ErrorCode::bad_config, "unknown config field 'rope_theta'");
+  expect_error(with_header(good, [](J& h) { h["config"]["pool"] = "foo"; }), ErrorCode::bad_config,
+               "config field 'pool' is \"foo\"; it must be one of 'token', 'avg', 'token+avg'");
+  expect_error(with_header(good, [](J& h) { h["config"]["act"] = "relu"; }), ErrorCode::bad_config,
+               "config field 'act' is \"relu\"; it must be one of 'gelu', 'gelu_pytorch_tanh', 'quick_gelu'");
+  expect_error(with_header(good, [](J& h) { h["config"]["layer_scale"] = 1; }), ErrorCode::bad_config, "'layer_scale' must be true or false");
+  expect_error(with_header(good, [](J& h) { h["config"].erase("final_norm"); }), ErrorCode::bad_config, "config field 'final_norm' is missing");
+  expect_error(with_header(good, [](J& h) { h["config"]["registers"] = 3; }), ErrorCode::bad_shape,
+               "'reg_token' has shape [1, 2, 12] but the config implies [1, 3, 12] (config: registers 3)");
+  expect_error(with_header(good, [](J& h) { h["config"]["layer_scale"] = false; }), ErrorCode::unknown_tensor,
+               "(config: layer_scale false)");
+  expect_error(with_header(good, [](J& h) { h["config"]["dist_token"] = true; }), ErrorCode::bad_shape, "'pos_embed'");
+  expect_error(with_header(good, [](J& h) { h["config"]["fc_norm"] = true; }), ErrorCode::bad_config, "fc_norm is implemented for 'avg' pooling only");
+  expect_error(with_header(good, [](J& h) { h["config"]["registers"] = int64_t(1) << 31; }), ErrorCode::limit, "register tokens = 1073741824");
+  expect_error(with_header(good, [](J& h) { h["config"]["pos_grid_h"] = 4; }), ErrorCode::bad_config, "position grid");
+  // A version 1 header knows none of the variant fields: one there is refused, not ignored.
+  std::vector<uint8_t> v1 = with_header(save_model(random_model(tiny_config(), 9), Storage::f32), [](J& h) {
+    for (const char* f : {"class_token", "dist_token", "registers", "no_embed_class", "pre_norm", "layer_scale", "final_norm",
+                          "fc_norm", "pool", "act", "pos_grid_h", "pos_grid_w"})
+      h["config"].erase(f);
+  });
+  v1[8] = 1;
+  REQUIRE_NOTHROW(load_model(v1.data(), v1.size()));
+  expect_error(with_header(v1, [](J& h) { h["config"]["class_token"] = false; }), ErrorCode::bad_config,
+               "unknown config field 'class_token' (not part of format version 1)");
 }

@@ -24,7 +24,10 @@ namespace {
 using json = nlohmann::json;
 
 constexpr char kMagic[8] = {'V', 'I', 'T', 'L', 'E', 'N', 'S', '\x1A'};
-constexpr uint32_t kVersion = 1;
+// Version 2 stores every variant field of Config; version 1 files (written before the variants
+// existed) hold only the plain fields and load as the plain model.
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOldestVersion = 1;
 constexpr size_t kPreamble = 24;
 
 uint32_t read_u32(const uint8_t* p) {
@@ -69,16 +72,63 @@ std::vector<float> get_floats(const json& obj, const char* key) {
   return out;
 }
 
+bool get_bool(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end()) fail(ErrorCode::bad_config, std::string("config field '") + key + "' is missing");
+  if (!it->is_boolean()) fail(ErrorCode::bad_config, std::string("config field '") + key + "' must be true or false");
+  return it->get<bool>();
+}
+
+// An enum field: its value must be one of `names` (written by pooling_name / activation_name).
+template <typename E, size_t N>
+E get_enum(const json& obj, const char* key, const std::array<E, N>& values, const char* (*name)(E)) {
+  auto it = obj.find(key);
+  if (it == obj.end()) fail(ErrorCode::bad_config, std::string("config field '") + key + "' is missing");
+  std::string allowed;
+  for (E v : values) {
+    if (it->is_string() && it->get<std::string>() == name(v)) return v;
+    allowed += std::string(allowed.empty() ? "" : ", ") + "'" + name(v) + "'";
+  }
+  fail(ErrorCode::bad_config, std::string("config field '") + key + "' is " + it->dump() + "; it must be one of " + allowed);
+}
+
+constexpr std::array<Pooling, 3> kPoolings = {Pooling::token, Pooling::avg, Pooling::token_avg};
+constexpr std::array<Activation, 3> kActivations = {Activation::gelu, Activation::gelu_tanh, Activation::quick_gelu};
+
+// The config fields of each version: a field not listed is refused (it would otherwise be
+// silently ignored by this reader while meaning something to the writer).
+const std::set<std::string>& config_fields(uint32_t version) {
+  static const std::set<std::string> v1 = {"image_h", "image_w", "channels", "patch", "dim", "depth", "heads",
+                                           "mlp_dim", "classes", "ln_eps", "mean", "std", "output"};
+  static const std::set<std::string> v2 = [] {
+    std::set<std::string> f = v1;
+    f.insert({"class_token", "dist_token", "registers", "no_embed_class", "pre_norm", "layer_scale", "final_norm",
+              "fc_norm", "pool", "act", "pos_grid_h", "pos_grid_w"});
+    return f;
+  }();
+  return version == 1 ? v1 : v2;
+}
+
 json config_to_json(const Config& c) {
   return json{{"image_h", c.image_h},   {"image_w", c.image_w}, {"channels", c.channels},
               {"patch", c.patch},       {"dim", c.dim},         {"depth", c.depth},
               {"heads", c.heads},       {"mlp_dim", c.mlp_dim}, {"classes", c.classes},
               {"ln_eps", c.ln_eps},     {"mean", c.mean},       {"std", c.std},
-              {"output", c.output == OutputKind::sigmoid ? "sigmoid" : "softmax"}};
+              {"output", c.output == OutputKind::sigmoid ? "sigmoid" : "softmax"},
+              // The variants (version 2), every one written explicitly.
+              {"class_token", c.class_token}, {"dist_token", c.dist_token}, {"registers", c.registers},
+              {"no_embed_class", c.no_embed_class}, {"pre_norm", c.pre_norm}, {"layer_scale", c.layer_scale},
+              {"final_norm", c.final_norm}, {"fc_norm", c.fc_norm}, {"pool", pooling_name(c.pool)},
+              {"act", activation_name(c.act)}, {"pos_grid_h", c.pos_grid_h}, {"pos_grid_w", c.pos_grid_w}};
 }
 
-Config config_from_json(const json& j, const json& names) {
+Config config_from_json(const json& j, const json& names, uint32_t version) {
   if (!j.is_object()) fail(ErrorCode::bad_config, "'config' must be an object");
+  const std::set<std::string>& known = config_fields(version);
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (!known.count(it.key()))
+      fail(ErrorCode::bad_config, "unknown config field '" + it.key() + "' (not part of format version " +
+                                      std::to_string(version) + ")");
   Config c;
   // Range-check the raw 64-bit values before narrowing, so that 2^40 is "too large", not garbage.
   const std::pair<const char*, int*> ints[] = {
@@ -96,6 +146,20 @@ Config config_from_json(const json& j, const json& names) {
     if (*out == "sigmoid") c.output = OutputKind::sigmoid;
     else if (*out != "softmax") fail(ErrorCode::bad_config, "config field 'output' must be softmax or sigmoid");
   }
+  if (version >= 2) {
+    c.class_token = get_bool(j, "class_token");
+    c.dist_token = get_bool(j, "dist_token");
+    c.registers = clamp_int(get_int(j, "registers"));
+    c.no_embed_class = get_bool(j, "no_embed_class");
+    c.pre_norm = get_bool(j, "pre_norm");
+    c.layer_scale = get_bool(j, "layer_scale");
+    c.final_norm = get_bool(j, "final_norm");
+    c.fc_norm = get_bool(j, "fc_norm");
+    c.pool = get_enum(j, "pool", kPoolings, pooling_name);
+    c.act = get_enum(j, "act", kActivations, activation_name);
+    c.pos_grid_h = clamp_int(get_int(j, "pos_grid_h"));
+    c.pos_grid_w = clamp_int(get_int(j, "pos_grid_w"));
+  }
   if (!names.is_array()) fail(ErrorCode::bad_config, "'class_names' must be a list of strings");
   if (names.size() > size_t(limits::max_classes)) fail(ErrorCode::limit, "too many class names");
   for (const json& n : names) {
@@ -107,6 +171,29 @@ Config config_from_json(const json& j, const json& names) {
     fail(ErrorCode::limit, "the config describes " + std::to_string(param_count(c)) +
                                " parameters, more than the limit of " + std::to_string(limits::max_params));
   return c;
+}
+
+// The config fields that decide whether a tensor exists and its shape, for error messages about
+// a tensor that contradicts the config: " (config: layer_scale false)".
+std::string config_says(std::string name, const Config& c) {
+  const std::string scale = ".scale";
+  if (name.size() > scale.size() && name.compare(name.size() - scale.size(), scale.size(), scale) == 0)
+    name.resize(name.size() - scale.size());
+  auto b = [](bool v) { return v ? std::string("true") : std::string("false"); };
+  auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  std::string says;
+  if (name == "cls_token") says = "class_token " + b(c.class_token);
+  else if (name == "dist_token" || has("head_dist")) says = "dist_token " + b(c.dist_token);
+  else if (name == "reg_token") says = "registers " + std::to_string(c.registers);
+  else if (name == "pos_embed")
+    says = "class_token " + b(c.class_token) + ", dist_token " + b(c.dist_token) + ", no_embed_class " +
+           b(c.no_embed_class) + ": " + std::to_string(c.pos_rows()) + " rows";
+  else if (has("norm_pre")) says = "pre_norm " + b(c.pre_norm);
+  else if (has(".ls1.") || has(".ls2.")) says = "layer_scale " + b(c.layer_scale);
+  else if (has("fc_norm")) says = "fc_norm " + b(c.fc_norm);
+  else if (name.rfind("norm.", 0) == 0) says = "final_norm " + b(c.final_norm);
+  else if (name == "head.weight") says = std::string("pool '") + pooling_name(c.pool) + "'";
+  return says.empty() ? "" : " (config: " + says + ")";
 }
 
 std::string shape_str(const std::vector<int64_t>& s) {
@@ -154,13 +241,17 @@ Model quantised_copy(const Model& m) {
 
 namespace {
 
+const std::set<std::string> kHeaderFields = {"format", "config", "class_names", "provenance", "storage", "tensors",
+                                             "data_bytes"};
+
 Model load_model_unchecked_json(const uint8_t* bytes, size_t size) {
   if (size < kPreamble) fail(ErrorCode::truncated, "only " + std::to_string(size) + " bytes, too short to be a model file");
   if (std::memcmp(bytes, kMagic, 8) != 0)
     fail(ErrorCode::bad_format, "not a vitlens model (wrong magic number); import checkpoints with 'vitlens import'");
   const uint32_t version = read_u32(bytes + 8);
-  if (version != kVersion)
-    fail(ErrorCode::bad_version, "format version " + std::to_string(version) + " is not supported (this build reads version 1)");
+  if (version < kOldestVersion || version > kVersion)
+    fail(ErrorCode::bad_version, "format version " + std::to_string(version) + " is not supported (this build reads versions " +
+                                     std::to_string(kOldestVersion) + " to " + std::to_string(kVersion) + ")");
   const uint64_t header_len = read_u64(bytes + 16);
   if (header_len > uint64_t(limits::max_header_bytes))
     fail(ErrorCode::limit, "header of " + std::to_string(header_len) + " bytes exceeds the limit");
@@ -170,9 +261,11 @@ Model load_model_unchecked_json(const uint8_t* bytes, size_t size) {
   if (h.is_discarded() || !h.is_object()) fail(ErrorCode::bad_format, "the header is not valid JSON");
   if (!h.contains("config") || !h.contains("class_names") || !h.contains("tensors") || !h.contains("data_bytes"))
     fail(ErrorCode::bad_format, "the header lacks config, class_names, tensors or data_bytes");
+  for (auto it = h.begin(); it != h.end(); ++it)
+    if (!kHeaderFields.count(it.key())) fail(ErrorCode::bad_format, "unknown header field '" + it.key() + "'");
 
   Model m;
-  m.config = config_from_json(h["config"], h["class_names"]);
+  m.config = config_from_json(h["config"], h["class_names"], version);
   if (h.contains("provenance") && h["provenance"].is_string()) m.provenance = h["provenance"].get<std::string>();
   const json& storage = h.contains("storage") ? h["storage"] : json("f32");
   if (storage != "f32" && storage != "int8") fail(ErrorCode::bad_format, "storage must be f32 or int8");
@@ -210,7 +303,7 @@ Model load_model_unchecked_json(const uint8_t* bytes, size_t size) {
     const std::string name = t["name"].get<std::string>();
     auto it = expected.find(name);
     if (it == expected.end())
-      fail(ErrorCode::unknown_tensor, "unexpected tensor '" + name + "' (not part of this config's ViT)");
+      fail(ErrorCode::unknown_tensor, "unexpected tensor '" + name + "' (not part of this config's ViT)" + config_says(name, m.config));
     if (!seen.insert(name).second) fail(ErrorCode::unknown_tensor, "tensor '" + name + "' appears twice");
     const Expected& e = it->second;
     const std::string dtype = t.value("dtype", std::string());
@@ -224,7 +317,8 @@ Model load_model_unchecked_json(const uint8_t* bytes, size_t size) {
       shape.push_back(int64_t(std::min<uint64_t>(s.get<uint64_t>(), uint64_t(1) << 40)));
     }
     if (shape != e.shape)
-      fail(ErrorCode::bad_shape, "tensor '" + name + "' has shape " + shape_str(shape) + " but the config implies " + shape_str(e.shape));
+      fail(ErrorCode::bad_shape, "tensor '" + name + "' has shape " + shape_str(shape) + " but the config implies " +
+                                     shape_str(e.shape) + config_says(name, m.config));
     int64_t count = 1;
     for (int64_t s : shape) count *= s;  // bounded: equals the expected shape
     if (!t.contains("offset") || !t["offset"].is_number_unsigned() || !t.contains("bytes") || !t["bytes"].is_number_unsigned())
@@ -253,7 +347,7 @@ Model load_model_unchecked_json(const uint8_t* bytes, size_t size) {
     }
   }
   for (const auto& [name, e] : expected)
-    if (!seen.count(name)) fail(ErrorCode::missing_tensor, "tensor '" + name + "' is missing");
+    if (!seen.count(name)) fail(ErrorCode::missing_tensor, "tensor '" + name + "' is missing" + config_says(name, m.config));
   for (const auto& [dst, q] : quantised) {
     const std::vector<float>& s = scales.at(dst);
     const int64_t rows = int64_t(s.size()), cols = q.second / rows;

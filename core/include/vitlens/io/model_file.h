@@ -2,7 +2,7 @@
 //
 // Layout (all integers little-endian; docs/model-format.md is the specification):
 //   0   8 bytes   magic "VITLENS\x1A"
-//   8   u32       format version (1)
+//   8   u32       format version (2; version 1 files, without the variant fields, still load)
 //   12  u32       reserved, 0
 //   16  u64       header length J
 //   24  J bytes   header: UTF-8 JSON {config, class_names, provenance, storage, tensors[]}
@@ -24,12 +24,16 @@ namespace vitlens {
 
 enum class Storage { f32, int8 };
 
-// Parses and validates a model file held in memory. Throws Error with a code naming the
-// problem: bad_format (magic, JSON), bad_version, truncated, bad_config, limit, bad_shape,
-// missing_tensor, unknown_tensor, bad_value (NaN/Inf, checksum).
+// Parses and validates a model file held in memory (format version 1 or 2). Throws Error with a
+// code naming the problem: bad_format (magic, JSON, an unknown header field), bad_version,
+// truncated, bad_config (a missing or unknown config field, an unknown pool or act value, a
+// contradictory combination of variants), limit, bad_shape, missing_tensor, unknown_tensor (a
+// tensor the config's variants do not have: the message names the config field),
+// bad_value (NaN/Inf, checksum).
 Model load_model(const uint8_t* bytes, size_t size);
 Model load_model_file(const std::string& path);
 
+// Writes the current version (2), with every variant field of the config.
 std::vector<uint8_t> save_model(const Model& m, Storage storage);
 void save_model_file(const std::string& path, const Model& m, Storage storage);
 

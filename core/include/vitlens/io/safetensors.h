@@ -33,16 +33,22 @@ struct SafeTensors {
 
 SafeTensors parse_safetensors(const uint8_t* bytes, size_t size);
 
-// A Hugging-Face-style config.json (image_size, patch_size, num_channels, hidden_size,
-// num_hidden_layers, num_attention_heads, intermediate_size, layer_norm_eps, hidden_act,
-// id2label, optional image_mean/image_std, problem_type). `timm_names` picks the default
-// layer_norm_eps when the file has none (timm 1e-6, Hugging Face 1e-12).
-Config config_from_hf_json(const std::string& text, bool timm_names);
-
 enum class Naming { timm, huggingface };
 
-// Builds a Model from a checkpoint with timm or Hugging Face ViTForImageClassification names
-// (detected from the keys). Missing, extra or mis-shaped tensors are named in the Error.
+// Builds a Model from a safetensors checkpoint and its config.json (core/src/io/import.cpp;
+// docs/import.md lists the names and keys). The names decide the family: timm VisionTransformer
+// (plain, DeiT-III / LayerScale, registers, no class token, avg pooling with fc_norm, norm_pre,
+// distilled DeiT) or Hugging Face ViTForImageClassification, DeiTForImageClassificationWithTeacher,
+// Dinov2ForImageClassification, Dinov2WithRegistersForImageClassification,
+// CLIPForImageClassification. The variants come from config.json (Hugging Face keys, plus timm's
+// global_pool, class_token, no_embed_class, reg_tokens / num_register_tokens, fc_norm,
+// final_norm, pre_norm, layerscale_value) or, where unambiguous, from the tensors; the two must
+// agree. Missing q/k/v biases (in every block) and a missing patch-embedding bias load as zeros.
+// The model is at its checkpoint's size (pos_grid 0). Throws Error naming the tensor or key: a
+// missing, extra or mis-shaped tensor, a key or tensor of a feature vitlens does not implement
+// (Swin, relative position bias, RoPE, hybrids, SwiGLU, attention pooling, a pos_embed with
+// register rows, DeiTForImageClassification without teacher, …), an unknown config key that
+// may change the computation, or contradicting keys.
 Model import_checkpoint(const uint8_t* bytes, size_t size, const std::string& config_json,
                         Naming* detected = nullptr);
 
