@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { tmpDir } from '../node/support.mjs';
+import { repo, tmpDir } from '../node/support.mjs';
 import { classNames, writeCheckpoint } from './checkpoints.mjs';
 import { afterNewExplanation, appSession, explanationCount, exportNpy, skipReason, waitGridDone } from './harness.mjs';
 
@@ -28,6 +28,23 @@ const SHAPES = [
   { name: 'tall-48x24-b1h4', naming: 'timm', imageH: 48, imageW: 24, channels: 3, patch: 6, dim: 16, depth: 1, heads: 4, mlpDim: 32, classes: 12, multiLabel: true },
   { name: 'gray-16-b5h1', naming: 'hf', imageH: 16, imageW: 16, channels: 1, patch: 4, dim: 8, depth: 5, heads: 1, mlpDim: 16, classes: 2, multiLabel: false },
 ];
+
+// Models with prefix tokens other than one CLS token: the variants reference's checkpoints
+// (tests/fixtures/variants/<case>/), loaded from their own files. reg_gap has no class token, four
+// registers and avg pooling (gray input); distilled_hf [CLS][DIST] and two heads; dinov2_reg
+// [CLS][REG × 2] with token+avg pooling and LayerScale (BF16 weights).
+const VARIANTS = ['reg_gap', 'distilled_hf', 'dinov2_reg'].map((fixture) => {
+  const dir = path.join(repo, 'tests/fixtures/variants', fixture);
+  const meta = JSON.parse(fs.readFileSync(path.join(dir, 'meta.json'), 'utf8'));
+  const config = JSON.parse(fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
+  const c = meta.config;
+  return {
+    name: fixture, fixture, dir, imageH: c.image_h, imageW: c.image_w, channels: c.channels, patch: c.patch,
+    depth: c.depth, heads: c.heads, classes: c.classes, multiLabel: false,
+    names: Object.keys(config.id2label).sort((a, b) => a - b).map((k) => config.id2label[k]),
+    firstToken: meta.variant_flags.class_token ? 'the CLS token' : 'register 0',
+  };
+});
 
 // The per-head kinds of "Inside the model": each, when drawn, has one map per head.
 const HEAD_KINDS = ['head-attn', 'head-grad', 'head-gradxa', 'head-relevance', 'head-gradxr', 'head-attattr'];
@@ -111,12 +128,14 @@ describe('the page with models of several shapes', { skip }, () => {
     assert.ok(methods.length >= 8, `${methods.length} methods`);
     await waitGridDone(page);
 
-    for (const shape of SHAPES) {
+    for (const shape of [...SHAPES, ...VARIANTS]) {
       const at = `${shape.name}`;
-      const names = classNames(shape);
+      const names = shape.names ?? classNames(shape);
       const gw = shape.imageW / shape.patch;
       const gh = shape.imageH / shape.patch;
-      const files = writeCheckpoint(dir, shape);
+      const files = shape.fixture
+        ? { checkpoint: path.join(shape.dir, 'model.safetensors'), config: path.join(shape.dir, 'config.json') }
+        : writeCheckpoint(dir, shape);
       await disturb(page);
 
       const before = await explanationCount(page);
@@ -140,7 +159,7 @@ describe('the page with models of several shapes', { skip }, () => {
       let s = await teachState(page);
       assert.equal(s.blockMax, shape.depth - 1, `${at}: the block stepper's range`);
       assert.ok(s.block <= shape.depth - 1, `${at}: block ${s.block} of ${shape.depth}`);
-      assert.equal(s.query, 'query: the CLS token', `${at}: the query patch of the previous model was dropped`);
+      assert.equal(s.query, `query: ${shape.firstToken ?? 'the CLS token'}`, `${at}: the query patch of the previous model was dropped`);
 
       for (const method of methods) {
         const where = `${at}, ${method}`;
@@ -165,7 +184,7 @@ describe('the page with models of several shapes', { skip }, () => {
         await waitHeads(page);
         await assertNoError(page, `${where}: per-head views`);
         s = await teachState(page);
-        assert.equal(s.query, 'query: the CLS token', where);
+        assert.equal(s.query, `query: ${shape.firstToken ?? 'the CLS token'}`, where);
         for (const k of HEAD_KINDS) assert.ok(s.heads[k] === 0 || s.heads[k] === shape.heads, `${where}: ${s.heads[k]} maps of ${k}, ${shape.heads} heads`);
         assert.equal(s.heads['head-attn'], shape.heads, where);
         for (const r of s.rows) assert.equal(r.figures, shape.depth, `${where}: the row ${r.kind} has ${r.figures} blocks`);
@@ -253,6 +272,6 @@ describe('the page with models of several shapes', { skip }, () => {
     assert.ok(shippedNames.includes(namedClass(await page.textContent('#view-title'), 'class ')));
     await assertNoError(page, 'the shipped model again');
     assert.deepEqual(app.tab.consoleErrors, []);
-    t.diagnostic(`${SHAPES.length} shapes and back in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    t.diagnostic(`${SHAPES.length + VARIANTS.length} shapes and back in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   });
 });
