@@ -334,7 +334,7 @@ val heads_to_js(const std::vector<std::vector<Mat>>& blocks) {
 // attattr matrices from JS (per block an array of H Float32Arrays, n·n each), checked against
 // the model's shape: what an explanation of "attattr" returned.
 std::vector<AttAttrBlock> attattr_from_js(const val& blocks, const Config& c) {
-  const int n = 1 + c.grid_h() * c.grid_w();
+  const int n = c.tokens();
   const std::string shape = std::to_string(c.depth) + " blocks of " + std::to_string(c.heads) + " heads of " +
                             std::to_string(n) + "×" + std::to_string(n) + " values";
   if (!blocks.isArray() || blocks["length"].as<int>() != c.depth)
