@@ -324,9 +324,14 @@ export interface Model {
 }
 
 export interface ModelStatic {
-  /** Loads a .vitl model file. */
+  /** Loads a .vitl model file (format version 1 or 2). */
   fromBytes(bytes: Uint8Array): Model;
-  /** Imports a timm or Hugging Face safetensors checkpoint with its config.json text. */
+  /**
+   * Imports a safetensors checkpoint with its config.json text: timm VisionTransformer names, or
+   * Hugging Face ViT, DeiT (with teacher), Dinov2, Dinov2 with registers and CLIP image
+   * classifiers, with their variants (docs/import.md). What the engine does not implement is
+   * refused with an Error naming the feature, key or tensor.
+   */
   fromSafetensors(checkpoint: Uint8Array, configJson: string): Model;
 }
 

@@ -35,6 +35,7 @@ export const fixtureDir = path.join(repo, 'tests/fixtures/engine/nonsquare');
 export const categories = [
   'empty', 'truncated', 'magic-version', 'header-length', 'shape', 'nan-inf', 'dimensions',
   'tensors', 'dtype', 'format', 'values', 'image-size', 'image', 'target', 'options',
+  'variants', 'unsupported',
 ];
 
 // ---- encoders -----------------------------------------------------------------------------
@@ -270,6 +271,37 @@ export function makeCatalogue(dir) {
       encodeVitl(h, D8), 'bad_format', '\'head.weight\' has dtype \'f32\', expected i8');
   }
 
+  // Format version 2: the variant fields of the config (docs/model-format.md).
+  const v1Header = structuredClone(H);
+  for (const f of ['class_token', 'dist_token', 'registers', 'no_embed_class', 'pre_norm', 'layer_scale', 'final_norm',
+    'fc_norm', 'pool', 'act', 'pos_grid_h', 'pos_grid_w']) delete v1Header.config[f];
+  model('model-unknown-header-field', 'format', 'a header field this version does not define',
+    edited((h) => { h.comment = 'written by a newer vitlens'; }), 'bad_format', 'unknown header field \'comment\'');
+  model('model-unknown-config-field', 'variants', 'a config field this version does not define (rope_theta)',
+    edited((h) => { h.config.rope_theta = 10000; }), 'bad_config', 'unknown config field \'rope_theta\'');
+  model('model-pool-unknown', 'variants', 'pool "foo"',
+    edited((h) => { h.config.pool = 'foo'; }), 'bad_config', 'config field \'pool\' is "foo"; it must be one of \'token\', \'avg\', \'token+avg\'');
+  model('model-act-unknown', 'variants', 'act "relu"',
+    edited((h) => { h.config.act = 'relu'; }), 'bad_config', 'config field \'act\' is "relu"; it must be one of');
+  model('model-variant-field-missing', 'variants', 'a version 2 config without final_norm',
+    edited((h) => { delete h.config.final_norm; }), 'bad_config', 'config field \'final_norm\' is missing');
+  model('model-v1-variant-field', 'variants', 'a version 1 file whose config has a variant field (class_token)',
+    encodeVitl({ ...v1Header, config: { ...v1Header.config, class_token: false } }, D, { version: 1 }), 'bad_config',
+    'unknown config field \'class_token\' (not part of format version 1)');
+  model('model-registers-no-tensor', 'variants', 'registers 2 in the config, no reg_token among the tensors',
+    edited((h) => { h.config.registers = 2; }), 'missing_tensor', '\'reg_token\' is missing (config: registers 2)');
+  model('model-layer-scale-no-tensor', 'variants', 'layer_scale true, no LayerScale tensors',
+    edited((h) => { h.config.layer_scale = true; }), 'missing_tensor', '\'blocks.0.ls1.gamma\' is missing (config: layer_scale true)');
+  model('model-dist-token-pos-embed', 'variants', 'dist_token true: pos_embed then needs one row more',
+    edited((h) => { h.config.dist_token = true; }), 'bad_shape',
+    '\'pos_embed\' has shape [1, 16, 32] but the config implies [1, 17, 32] (config: class_token true, dist_token true');
+  model('model-fc-norm-token-pool', 'variants', 'fc_norm with token pooling',
+    edited((h) => { h.config.fc_norm = true; }), 'bad_config', 'fc_norm is implemented for \'avg\' pooling only, not \'token\'');
+  model('model-token-pool-no-class-token', 'variants', 'class_token false with token pooling',
+    edited((h) => { h.config.class_token = false; }), 'bad_config', 'token pooling needs a class token');
+  model('model-absurd-registers', 'dimensions', '2^31 register tokens (reported clamped to 2^30)',
+    edited((h) => { h.config.registers = 2 ** 31; }), 'limit', 'register tokens = 1073741824');
+
   // safetensors checkpoints with their config.json ------------------------------------------
   const ckpt = fs.readFileSync(base.checkpoint);
   const configText = fs.readFileSync(base.config, 'utf8');
@@ -322,6 +354,10 @@ export function makeCatalogue(dir) {
   checkpoint('ckpt-extra', 'tensors', 'a distillation token without its head',
     editedSt((h) => { h.dist_token = { dtype: 'F32', shape: [1, 1, 32], data_offsets: [SD.length, SD.length + 128] }; },
       Buffer.concat([SD, Buffer.alloc(128)])), 'missing_tensor', 'a distillation token \'dist_token\' without its head \'head_dist.weight\'');
+  checkpoint('ckpt-unknown-tensor', 'tensors', 'a tensor of no ViT family',
+    editedSt((h) => { h['blocks.0.attn.temperature'] = { dtype: 'F32', shape: [1], data_offsets: [SD.length, SD.length + 4] }; },
+      Buffer.concat([SD, Buffer.alloc(4)])), 'unknown_tensor',
+    '\'blocks.0.attn.temperature\' does not belong to a timm VisionTransformer vitlens implements');
   {
     // The same key twice in the JSON header: a parser that keeps the last one would silently
     // drop the first entry.
@@ -357,6 +393,135 @@ export function makeCatalogue(dir) {
     editedCfg((c) => { c.id2label = { 0: 'a', 1: 'b', 2: 'c', 3: 'd', 7: 'e' }; }), 'bad_config', 'id2label must map 0…N−1 to names');
   checkpoint('config-activation', 'values', 'hidden_act relu',
     editedCfg((c) => { c.hidden_act = 'relu'; }), 'bad_config', 'hidden_act');
+
+  // The variants (METHODS.md "Model variants", docs/import.md): contradicting keys and tensors,
+  // and every feature vitlens does not implement, each refused with its reason.
+  const F32 = (shape) => ({ shape, bytes: Buffer.alloc(4 * shape.reduce((a, b) => a * b, 1)) });
+  // [checkpoint, config.json text]: the base checkpoint with `extra` tensors (name → F32 zeros of
+  // a shape) appended, those in `drop` removed, and config.json changed by `editConfig`.
+  const variant = ({ extra = {}, drop = [], editConfig = () => {} }) => {
+    const h = structuredClone(S);
+    const parts = [SD];
+    let end = SD.length;
+    for (const [name, { shape, bytes }] of Object.entries(extra)) {
+      h[name] = { dtype: 'F32', shape, data_offsets: [end, end + bytes.length] };
+      parts.push(bytes);
+      end += bytes.length;
+    }
+    for (const name of drop) delete h[name];
+    // A timm checkpoint with timm keys: without the base config's Hugging Face class (whose fixed
+    // properties a variant would contradict first).
+    const c = JSON.parse(configText);
+    delete c.architectures;
+    delete c.model_type;
+    editConfig(c);
+    return [encodeSafetensors(JSON.stringify(h), Buffer.concat(parts)), JSON.stringify(c, null, 2)];
+  };
+  const layerScale = (length = () => 32, blocks = [0, 1, 2]) => Object.fromEntries(blocks.flatMap((b) =>
+    ['ls1', 'ls2'].map((g) => [`blocks.${b}.${g}.gamma`, F32([length(b, g)])])));
+
+  checkpoint('config-class-token-token-pool', 'variants', 'class_token false with global_pool token',
+    variant({ editConfig: (c) => Object.assign(c, { class_token: false, global_pool: 'token' }) }), 'bad_config',
+    'global_pool \'token\' needs a class token, but class_token is false');
+  checkpoint('config-class-token-tensor', 'variants', 'class_token false, but the checkpoint has cls_token (avg pooling)',
+    variant({ editConfig: (c) => Object.assign(c, { class_token: false, global_pool: 'avg', fc_norm: false }) }), 'bad_config',
+    '\'class_token: false\' contradicts the checkpoint, which has \'cls_token\'');
+  checkpoint('config-fc-norm-token-pool', 'variants', 'fc_norm true with token pooling',
+    variant({ editConfig: (c) => Object.assign(c, { fc_norm: true }) }), 'bad_config',
+    '\'fc_norm: true\' with global_pool \'token\'');
+  checkpoint('config-fc-norm-tensor', 'variants', 'global_pool avg with fc_norm true, but the checkpoint has no fc_norm',
+    variant({ editConfig: (c) => Object.assign(c, { global_pool: 'avg', fc_norm: true }) }), 'bad_config',
+    '\'fc_norm: true\', \'final_norm: true\' imply an \'fc_norm\', which the checkpoint lacks');
+  checkpoint('config-final-norm-tensor', 'variants', 'final_norm false, but the checkpoint has norm.weight',
+    variant({ editConfig: (c) => Object.assign(c, { global_pool: 'avg', final_norm: false }) }), 'bad_config',
+    'imply no final \'norm\', but the checkpoint has \'norm.weight\'');
+  checkpoint('ckpt-dist-head-without-token', 'variants', 'a distillation head without its token',
+    variant({ extra: { 'head_dist.weight': F32([5, 32]), 'head_dist.bias': F32([5]) } }), 'missing_tensor',
+    'a distillation head \'head_dist.weight\' without its token \'dist_token\'');
+  checkpoint('ckpt-layerscale-length', 'variants', 'a LayerScale γ of length 31 in a width-32 model',
+    variant({ extra: layerScale((b, g) => (b === 1 && g === 'ls2' ? 31 : 32)) }), 'bad_shape',
+    '\'blocks.1.ls2.gamma\' has shape [31] but config.json implies [32]');
+  checkpoint('ckpt-layerscale-partial', 'variants', 'LayerScale in block 0 only',
+    variant({ extra: layerScale(undefined, [0]) }), 'missing_tensor', '\'blocks.1.ls1.gamma\' is missing');
+  checkpoint('config-layerscale-no-tensors', 'variants', 'layerscale_value without LayerScale tensors',
+    variant({ editConfig: (c) => Object.assign(c, { layerscale_value: 1e-5 }) }), 'missing_tensor',
+    'config.json sets layerscale_value, but the LayerScale tensor \'blocks.0.ls1.gamma\' is missing');
+  checkpoint('ckpt-register-width', 'variants', 'register tokens 16 wide in a width-32 model',
+    variant({ extra: { reg_token: F32([1, 2, 16]) } }), 'bad_shape',
+    'register tokens \'reg_token\' have shape [1, 2, 16], expected [1, registers, 32]');
+  checkpoint('config-register-count', 'variants', 'num_register_tokens 3 for a reg_token of 2 rows',
+    variant({ extra: { reg_token: F32([1, 2, 32]) }, editConfig: (c) => Object.assign(c, { num_register_tokens: 3 }) }),
+    'bad_config', '\'num_register_tokens\' 3 disagrees with the checkpoint\'s 2 register tokens');
+  checkpoint('config-register-no-tensor', 'variants', 'reg_tokens 2 without a reg_token tensor',
+    variant({ editConfig: (c) => Object.assign(c, { reg_tokens: 2 }) }), 'missing_tensor',
+    'needs the register tokens \'reg_token\', which are missing');
+  checkpoint('config-register-keys', 'variants', 'reg_tokens and num_register_tokens disagree',
+    variant({ editConfig: (c) => Object.assign(c, { reg_tokens: 2, num_register_tokens: 4 }) }), 'bad_config',
+    '\'reg_tokens\' 2 disagrees with \'num_register_tokens\' 4');
+  checkpoint('config-absurd-registers', 'dimensions', 'num_register_tokens 2^31 (reported clamped to 2^30)',
+    variant({ editConfig: (c) => Object.assign(c, { num_register_tokens: 2 ** 31 }) }), 'limit', 'register tokens = 1073741824');
+  checkpoint('config-no-embed-class', 'variants', 'no_embed_class true, but pos_embed has the class token\'s row',
+    variant({ editConfig: (c) => Object.assign(c, { no_embed_class: true }) }), 'bad_config',
+    '\'no_embed_class: true\' contradicts \'pos_embed\' with 16 rows');
+  checkpoint('config-qkv-bias', 'variants', 'qkv_bias false, but the checkpoint has q/k/v biases',
+    variant({ editConfig: (c) => Object.assign(c, { qkv_bias: false }) }), 'bad_config', '\'qkv_bias: false\' contradicts the checkpoint');
+  checkpoint('ckpt-qkv-bias-partial', 'variants', 'a q/k/v bias in blocks 0 and 2 but not 1',
+    variant({ drop: ['blocks.1.attn.qkv.bias'] }), 'missing_tensor', 'the q/k/v bias is present in some blocks and not in others');
+  checkpoint('config-mlp-ratio', 'variants', 'mlp_ratio 4 against intermediate_size 64 (width 32)',
+    variant({ editConfig: (c) => Object.assign(c, { mlp_ratio: 4 }) }), 'bad_config',
+    '\'intermediate_size\' 64 disagrees with hidden_size · mlp_ratio = 128');
+  checkpoint('config-architecture-mismatch', 'variants', 'a Dinov2 config.json with timm-named tensors',
+    variant({ editConfig: (c) => Object.assign(c, { architectures: ['Dinov2ForImageClassification'], model_type: 'dinov2' }) }),
+    'bad_config', 'names Hugging Face Dinov2ForImageClassification but the checkpoint\'s tensors are named for timm VisionTransformer');
+  checkpoint('config-vision-config', 'variants', 'a vision_config in a ViT config.json',
+    variant({ editConfig: (c) => Object.assign(c, { vision_config: { hidden_size: 64 } }) }), 'bad_config',
+    '\'vision_config\' is read only for CLIP');
+  checkpoint('config-unknown-key', 'unsupported', 'a key vitlens does not know',
+    variant({ editConfig: (c) => Object.assign(c, { attention_temperature: 0.5 }) }), 'bad_config',
+    'key \'attention_temperature\' is not one vitlens knows');
+  checkpoint('config-pool-map', 'unsupported', 'attention pooling (global_pool map)',
+    variant({ editConfig: (c) => Object.assign(c, { global_pool: 'map' }) }), 'bad_config', 'attention pooling (global_pool \'map\')');
+  checkpoint('config-pool-none', 'unsupported', 'global_pool "" (no pooling)',
+    variant({ editConfig: (c) => Object.assign(c, { global_pool: '' }) }), 'bad_config', 'without pooling (global_pool \'\')');
+  checkpoint('config-swin', 'unsupported', 'a Swin config.json',
+    variant({ editConfig: (c) => Object.assign(c, { architectures: ['SwinForImageClassification'], model_type: 'swin' }) }),
+    'bad_config', 'architecture \'SwinForImageClassification\' (windowed attention)');
+  checkpoint('config-window-size', 'unsupported', 'window_size (windowed attention)',
+    variant({ editConfig: (c) => Object.assign(c, { window_size: 7 }) }), 'bad_config', 'windowed attention (Swin: window_size)');
+  checkpoint('config-relative-position-bias', 'unsupported', 'use_relative_position_bias (BEiT)',
+    variant({ editConfig: (c) => Object.assign(c, { use_relative_position_bias: true }) }), 'bad_config', 'relative position bias (BEiT');
+  checkpoint('config-shared-relative-position-bias', 'unsupported', 'use_shared_relative_position_bias (BEiT)',
+    variant({ editConfig: (c) => Object.assign(c, { use_shared_relative_position_bias: true }) }), 'bad_config', 'relative position bias (BEiT');
+  checkpoint('ckpt-relative-position-bias', 'unsupported', 'a relative_position_bias_table tensor',
+    variant({ extra: { 'blocks.0.attn.relative_position_bias_table': F32([57, 4]) } }), 'unknown_tensor',
+    '\'blocks.0.attn.relative_position_bias_table\' does not belong to a timm VisionTransformer vitlens implements (relative position bias');
+  checkpoint('config-rope', 'unsupported', 'rope_theta (rotary position embeddings)',
+    variant({ editConfig: (c) => Object.assign(c, { rope_theta: 10000 }) }), 'bad_config', 'rotary position embeddings (\'rope_theta\')');
+  checkpoint('ckpt-rope', 'unsupported', 'a rotary-embedding tensor',
+    variant({ extra: { 'blocks.0.attn.rope.freqs': F32([8]) } }), 'unknown_tensor', 'rotary position embeddings (RoPE)');
+  checkpoint('config-timm-architecture-rope', 'unsupported', 'a timm architecture name with RoPE',
+    variant({ editConfig: (c) => Object.assign(c, { architecture: 'vit_base_patch16_rope_reg1_gap_256' }) }), 'bad_config',
+    'timm architecture \'vit_base_patch16_rope_reg1_gap_256\' (rotary position embeddings)');
+  checkpoint('config-hybrid', 'unsupported', 'a ViT-hybrid config.json',
+    variant({ editConfig: (c) => Object.assign(c, { architectures: ['ViTHybridForImageClassification'], model_type: 'vit_hybrid' }) }),
+    'bad_config', '(a convolutional stem, hybrid)');
+  checkpoint('ckpt-conv-stem', 'unsupported', 'a convolutional backbone before the patch embedding',
+    variant({ extra: { 'patch_embed.backbone.stem.conv.weight': F32([8, 3, 3, 3]) } }), 'unknown_tensor',
+    'a convolutional backbone before the patch embedding (ViT hybrid)');
+  checkpoint('ckpt-pos-embed-register-rows', 'unsupported', 'a pos_embed with rows for 2 register tokens',
+    variant({ extra: { reg_token: F32([1, 2, 32]), pos_embed: F32([1, 18, 32]) } }), 'bad_config',
+    'a pos_embed with rows for the register tokens');
+  checkpoint('config-swiglu', 'unsupported', 'use_swiglu_ffn true',
+    variant({ editConfig: (c) => Object.assign(c, { use_swiglu_ffn: true }) }), 'bad_config', 'a SwiGLU FFN (use_swiglu_ffn: true)');
+  checkpoint('ckpt-swiglu', 'unsupported', 'a SwiGLU MLP tensor',
+    variant({ extra: { 'blocks.0.mlp.w12.weight': F32([128, 32]) } }), 'unknown_tensor', '(a SwiGLU FFN)');
+  checkpoint('config-deit-without-teacher', 'unsupported', 'DeiTForImageClassification (CLS head only, with a [DIST] token)',
+    variant({ editConfig: (c) => Object.assign(c, { architectures: ['DeiTForImageClassification'], model_type: 'deit' }) }),
+    'bad_config', 'DeiTForImageClassification (a [DIST] token, but only the CLS head is read) is not implemented');
+  checkpoint('config-activation-gelu-fast', 'unsupported', 'hidden_act gelu_fast',
+    variant({ editConfig: (c) => Object.assign(c, { hidden_act: 'gelu_fast' }) }), 'bad_config', 'hidden_act \'gelu_fast\' is not supported');
+  checkpoint('config-regression', 'unsupported', 'problem_type regression',
+    variant({ editConfig: (c) => Object.assign(c, { problem_type: 'regression' }) }), 'bad_config', 'a regression head');
 
   // Images (the page decodes them with the browser's own decoders) -------------------------
   const image = (id, category, description, [file, bytes], expect, page = { code: 'bad_image' }) =>
