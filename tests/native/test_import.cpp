@@ -585,6 +585,33 @@ TEST_CASE("the importer refuses what the engine does not implement, naming it", 
   }
 }
 
+TEST_CASE("a checkpoint is checked against its config.json before the parameters are allocated", "[import]") {
+  const std::vector<Case> all = cases();
+  const Case& k = find_case(all, "HF ViT");
+  Model m = source_model(k, 5);
+  const Checkpoint vit = write_checkpoint(k, m);
+  SECTION("tensors that share bytes are refused by the parser") {
+    Checkpoint ck = vit;
+    json& cls = ck.header["vit.embeddings.cls_token"]["data_offsets"];
+    const size_t bytes = cls[1].get<size_t>() - cls[0].get<size_t>();
+    const size_t pos = ck.header["vit.embeddings.position_embeddings"]["data_offsets"][0].get<size_t>();
+    cls = {pos, pos + bytes};  // the cls token read from pos_embed's first row
+    expect_error(ck, k.config_json, ErrorCode::bad_format, "overlap in the data section");
+  }
+  SECTION("a config.json of ~350 M parameters (1.4 GB) over a checkpoint of a few kilobytes") {
+    json cfg = k.config_json;
+    cfg.update({{"hidden_size", 2048}, {"num_hidden_layers", 7}, {"num_attention_heads", 16}, {"intermediate_size", 8192}});
+    expect_error(vit, cfg, ErrorCode::bad_shape,
+                 "'vit.embeddings.patch_embeddings.projection.weight' has shape [16, 3, 4, 4] but config.json implies [2048, 3, 4, 4]");
+  }
+  SECTION("a tensor of a dtype that cannot be imported, with no bytes") {
+    Checkpoint ck = vit;
+    ck.header["classifier.weight"]["dtype"] = "I8";
+    ck.header["classifier.weight"]["data_offsets"] = {0, 0};
+    expect_error(ck, k.config_json, ErrorCode::bad_format, "'classifier.weight' has dtype 'I8'");
+  }
+}
+
 TEST_CASE("the independent reference's variant checkpoints import and give its logits", "[import][reference]") {
   // tests/fixtures/variants/<case>/ (tests/reference/make_variant_fixtures.py); another directory
   // with VITLENS_VARIANT_FIXTURES.

@@ -193,6 +193,18 @@ TEST_CASE("malformed model files give specific errors", "[model_file]") {
     expect_error(with_header(good, [](nlohmann::json& h) { h["tensors"][2]["offset"] = 2; }), ErrorCode::truncated, "outside");
     expect_error(with_header(good, [](nlohmann::json& h) { h["tensors"][0]["shape"] = {-12, 3, 4, 4}; }), ErrorCode::bad_shape, "negative");
     expect_error(with_header(good, [](nlohmann::json& h) { h["data_bytes"] = uint64_t(1) << 60; }), ErrorCode::truncated, "truncated");
+    // Two tensors sharing bytes (a small file describing more data than it holds).
+    expect_error(with_header(good, [](nlohmann::json& h) { h["tensors"][1]["offset"] = h["tensors"][0]["offset"]; }),
+                 ErrorCode::bad_format, "'patch_embed.proj.weight' and 'patch_embed.proj.bias' overlap");
+    // A config of ~300 M parameters (1.2 GB) over this file's few kilobytes: refused by the first
+    // tensor's shape, before the parameters are allocated.
+    expect_error(with_header(good, [](nlohmann::json& h) {
+                   h["config"]["dim"] = 1024;
+                   h["config"]["heads"] = 16;
+                   h["config"]["mlp_dim"] = 4096;
+                   h["config"]["depth"] = 24;
+                 }),
+                 ErrorCode::bad_shape, "'patch_embed.proj.weight' has shape [12, 3, 4, 4] but the config implies [1024, 3, 4, 4]");
     expect_error(with_header(good8, [](nlohmann::json& h) {
                    for (auto& t : h["tensors"])
                      if (t["name"] == "head.weight.scale") t["name"] = "head.weight.scales";

@@ -513,10 +513,10 @@ struct Layout {
   std::string prefix;  // "vit.", "deit.", "dinov2.", "dinov2_with_registers.", "vision_model." or ""
 };
 
-std::vector<int64_t> shape_of(const ParamRef& r) { return std::vector<int64_t>(r.shape.begin(), r.shape.end()); }
+std::vector<int64_t> shape_of(const ParamSpec& r) { return std::vector<int64_t>(r.shape.begin(), r.shape.end()); }
 
 // The checkpoint tensors that fill our tensor `r`, in order.
-std::vector<Source> sources(const ParamRef& r, const Layout& n, const Config& c) {
+std::vector<Source> sources(const ParamSpec& r, const Layout& n, const Config& c) {
   const std::string& ours = r.name;
   const std::vector<int64_t> shape = shape_of(r);
   if (n.family == Family::timm) return {{ours, shape}};
@@ -850,8 +850,7 @@ Config resolve(const Declared& d, const Layout& n, const SafeTensors& st, bool* 
   return c;
 }
 
-Model import_unchecked(const uint8_t* bytes, size_t size, const std::string& config_json, Naming* detected) {
-  const SafeTensors st = parse_safetensors(bytes, size);
+Model import_unchecked(const SafeTensors& st, const std::string& config_json, Naming* detected) {
   const Declared declared = read_config(config_json);
   const Layout naming = detect_naming(st, declared.family);
   if (detected) *detected = naming.family == Family::timm ? Naming::timm : Naming::huggingface;
@@ -861,44 +860,63 @@ Model import_unchecked(const uint8_t* bytes, size_t size, const std::string& con
   Model m;
   m.config = resolve(declared, naming, st, &qkv_bias, &patch_bias);
   if (param_count(m.config) > limits::max_params) throw Error(ErrorCode::limit, "config.json: the model is too large");
-  m.params = params_zeros(m.config);
   m.provenance = "imported from a " + fam + " safetensors checkpoint";
   auto meta = st.metadata.find("provenance");
   if (meta != st.metadata.end()) m.provenance += ": " + meta->second;
 
+  // Every tensor the config needs is checked (present, shaped as the config implies, of a float
+  // dtype) and every tensor of the file accounted for before the parameters are allocated: a
+  // truncated or hostile checkpoint fails without allocating what its config.json claims.
+  const std::vector<ParamSpec> specs = param_specs(m.config);
+  std::vector<std::vector<Source>> plan(specs.size());  // per parameter, its sources; empty: zeros
   std::set<std::string> used;
-  for (ParamRef& r : param_list(m.params, m.config)) {
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const ParamSpec& r = specs[k];
     const bool is_qkv_bias = r.name.size() > 14 && r.name.compare(r.name.size() - 14, 14, ".attn.qkv.bias") == 0;
     if ((is_qkv_bias && !qkv_bias) || (r.name == "patch_embed.proj.bias" && !patch_bias)) continue;  // zeros
-    const std::vector<Source> srcs = sources(r, naming, m.config);
-    assert(!srcs.empty());
-    size_t filled = 0;
-    for (const Source& src : srcs) {
+    plan[k] = sources(r, naming, m.config);
+    assert(!plan[k].empty());
+    for (const Source& src : plan[k]) {
       auto it = st.tensors.find(src.name);
       if (it == st.tensors.end())
         throw Error(ErrorCode::missing_tensor, "checkpoint: tensor '" + src.name + "' is missing (needed for " + r.name + ")");
       if (it->second.shape != src.shape)
         throw Error(ErrorCode::bad_shape, "checkpoint: tensor '" + src.name + "' has shape " + shape_str(it->second.shape) +
                                               " but config.json implies " + shape_str(src.shape));
-      const std::vector<float> v = st.floats(src.name);
-      std::copy(v.begin(), v.end(), r.data + filled);
-      filled += v.size();
+      st.float_count(src.name);  // an importable dtype
       used.insert(src.name);
     }
   }
   for (const auto& [name, t] : st.tensors)
     if (!used.count(name) && !unused_by_classifier(name, naming, st, m.config.pos_rows())) unknown_tensor(name, fam);
+
+  // The parameters, at most twice the bytes of the file (F16 / BF16 widened to F32).
+  m.params = params_zeros(m.config);
+  std::vector<ParamRef> refs = param_list(m.params, m.config);
+  for (size_t k = 0; k < refs.size(); ++k) {
+    size_t filled = 0;
+    for (const Source& src : plan[k]) {
+      const size_t n = st.float_count(src.name);
+      st.read_floats(src.name, refs[k].data + filled, n);
+      filled += n;
+    }
+    assert(plan[k].empty() || filled == refs[k].size);
+  }
   return m;
 }
 
 }  // namespace
 
-Model import_checkpoint(const uint8_t* bytes, size_t size, const std::string& config_json, Naming* detected) {
+Model import_checkpoint(const SafeTensors& st, const std::string& config_json, Naming* detected) {
   try {
-    return import_unchecked(bytes, size, config_json, detected);
+    return import_unchecked(st, config_json, detected);
   } catch (const json::exception& e) {
     throw Error(ErrorCode::bad_format, std::string("checkpoint: ") + e.what());
   }
+}
+
+Model import_checkpoint(const uint8_t* bytes, size_t size, const std::string& config_json, Naming* detected) {
+  return import_checkpoint(parse_safetensors(bytes, size), config_json, detected);
 }
 
 }  // namespace vitlens

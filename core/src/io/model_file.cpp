@@ -202,11 +202,19 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
+// A tensor the config implies: parameter `param` of param_specs, or (scale) its int8 row scales.
 struct Expected {
-  float* data;
+  size_t param;
   std::vector<int64_t> shape;
-  bool int8;          // stored as i8 (then NAME.scale holds the per-row scales)
-  float* scale_for;   // for a ".scale" entry: the weight it dequantises
+  bool int8;   // stored as i8 (then NAME.scale holds the per-row scales)
+  bool scale;  // a ".scale" entry: the scales of parameter `param`
+};
+
+// Where a tensor of the file lies in the data section, once its entry has been checked.
+struct Located {
+  const std::string* name;
+  const Expected* e;
+  uint64_t offset, bytes;
 };
 
 }  // namespace
@@ -281,22 +289,23 @@ Model load_model_unchecked_json(const uint8_t* bytes, size_t size) {
   if (crc32(data, size_t(data_bytes)) != read_u32(data + data_bytes))
     fail(ErrorCode::bad_value, "checksum mismatch: the tensor data is corrupted");
 
-  m.params = params_zeros(m.config);
+  // Every entry is checked against the tensors the config implies before the parameters are
+  // allocated: a hostile or truncated file fails without allocating what its config claims.
+  const std::vector<ParamSpec> specs = param_specs(m.config);
   std::map<std::string, Expected> expected;
-  std::vector<std::vector<float>> scales_storage;
-  for (ParamRef& r : param_list(m.params, m.config)) {
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const ParamSpec& r = specs[k];
     std::vector<int64_t> shape(r.shape.begin(), r.shape.end());
     const bool q = m.stored_int8 && r.quantisable;
-    expected[r.name] = Expected{r.data, shape, q, nullptr};
-    if (q) expected[r.name + ".scale"] = Expected{nullptr, {shape[0]}, false, r.data};
+    expected[r.name] = Expected{k, shape, q, false};
+    if (q) expected[r.name + ".scale"] = Expected{k, {shape[0]}, false, true};
   }
 
   const json& tensors = h["tensors"];
   if (!tensors.is_array()) fail(ErrorCode::bad_format, "'tensors' must be a list");
   if (tensors.size() > size_t(limits::max_tensors)) fail(ErrorCode::limit, "too many tensors");
-  std::set<std::string> seen;
-  std::map<float*, std::vector<float>> scales;  // weight → its scales
-  std::map<float*, std::pair<const int8_t*, int64_t>> quantised;  // weight → (q, count)
+  std::vector<Located> located;
+  std::set<const Expected*> seen;
   for (const json& t : tensors) {
     if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
       fail(ErrorCode::bad_format, "a tensor entry has no name");
@@ -304,8 +313,8 @@ Model load_model_unchecked_json(const uint8_t* bytes, size_t size) {
     auto it = expected.find(name);
     if (it == expected.end())
       fail(ErrorCode::unknown_tensor, "unexpected tensor '" + name + "' (not part of this config's ViT)" + config_says(name, m.config));
-    if (!seen.insert(name).second) fail(ErrorCode::unknown_tensor, "tensor '" + name + "' appears twice");
     const Expected& e = it->second;
+    if (!seen.insert(&e).second) fail(ErrorCode::unknown_tensor, "tensor '" + name + "' appears twice");
     const std::string dtype = t.value("dtype", std::string());
     const std::string want = e.int8 ? "i8" : "f32";
     if (dtype != want) fail(ErrorCode::bad_format, "tensor '" + name + "' has dtype '" + dtype + "', expected " + want);
@@ -329,29 +338,48 @@ Model load_model_unchecked_json(const uint8_t* bytes, size_t size) {
       fail(ErrorCode::bad_shape, "tensor '" + name + "' holds " + std::to_string(nbytes) + " bytes, its shape needs " + std::to_string(count * elem));
     if (offset % 4 || offset > data_bytes || nbytes > data_bytes - offset)
       fail(ErrorCode::truncated, "tensor '" + name + "' lies outside the data section");
-    const uint8_t* src = data + offset;
-    if (e.int8) {
-      quantised[e.data] = {reinterpret_cast<const int8_t*>(src), count};
-      continue;
-    }
-    std::vector<float> values(static_cast<size_t>(count));
-    std::memcpy(values.data(), src, size_t(nbytes));  // little-endian hosts only (x86, wasm)
-    for (float v : values)
-      if (!std::isfinite(v)) fail(ErrorCode::bad_value, "tensor '" + name + "' contains NaN or Inf");
-    if (e.scale_for) {
-      for (float v : values)
-        if (v < 0.0f) fail(ErrorCode::bad_value, "tensor '" + name + "' has a negative scale");
-      scales[e.scale_for] = std::move(values);
-    } else {
-      std::memcpy(e.data, values.data(), size_t(nbytes));
-    }
+    located.push_back(Located{&it->first, &e, offset, nbytes});
   }
   for (const auto& [name, e] : expected)
-    if (!seen.count(name)) fail(ErrorCode::missing_tensor, "tensor '" + name + "' is missing" + config_says(name, m.config));
-  for (const auto& [dst, q] : quantised) {
-    const std::vector<float>& s = scales.at(dst);
-    const int64_t rows = int64_t(s.size()), cols = q.second / rows;
-    for (int64_t i = 0; i < q.second; ++i) dst[i] = s[size_t(i / cols)] * float(q.first[i]);
+    if (!seen.count(&e)) fail(ErrorCode::missing_tensor, "tensor '" + name + "' is missing" + config_says(name, m.config));
+  // No two tensors may share bytes: otherwise a small file could describe a model of any size.
+  std::vector<const Located*> by_offset;
+  for (const Located& l : located)
+    if (l.bytes) by_offset.push_back(&l);
+  std::stable_sort(by_offset.begin(), by_offset.end(), [](const Located* a, const Located* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i)
+    if (by_offset[i - 1]->offset + by_offset[i - 1]->bytes > by_offset[i]->offset)
+      fail(ErrorCode::bad_format, "tensors '" + *by_offset[i - 1]->name + "' and '" + *by_offset[i]->name +
+                                      "' overlap in the data section (each tensor must have bytes of its own)");
+
+  // The parameters (at most 4 bytes for each byte of the data section), then the values.
+  m.params = params_zeros(m.config);
+  std::vector<ParamRef> refs = param_list(m.params, m.config);
+  std::vector<std::vector<float>> scales(refs.size());  // per int8 parameter, its row scales
+  for (const Located& l : located) {
+    const uint8_t* src = data + l.offset;
+    const ParamRef& r = refs[l.e->param];
+    if (l.e->int8) continue;  // dequantised below, once its scales are read
+    float* dst = r.data;
+    if (l.e->scale) {
+      scales[l.e->param].resize(size_t(l.bytes / 4));
+      dst = scales[l.e->param].data();
+    }
+    std::memcpy(dst, src, size_t(l.bytes));  // little-endian hosts only (x86, wasm)
+    const size_t n = size_t(l.bytes / 4);
+    for (size_t i = 0; i < n; ++i)
+      if (!std::isfinite(dst[i])) fail(ErrorCode::bad_value, "tensor '" + *l.name + "' contains NaN or Inf");
+    if (l.e->scale)
+      for (size_t i = 0; i < n; ++i)
+        if (dst[i] < 0.0f) fail(ErrorCode::bad_value, "tensor '" + *l.name + "' has a negative scale");
+  }
+  for (const Located& l : located) {
+    if (!l.e->int8) continue;
+    const ParamRef& r = refs[l.e->param];
+    const std::vector<float>& s = scales[l.e->param];
+    const int8_t* q = reinterpret_cast<const int8_t*>(data + l.offset);
+    const int64_t count = int64_t(l.bytes), rows = int64_t(s.size()), cols = count / rows;
+    for (int64_t i = 0; i < count; ++i) r.data[i] = s[size_t(i / cols)] * float(q[i]);
   }
   return m;
 }

@@ -5,6 +5,7 @@
 #include "vitlens/io/safetensors.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -23,12 +24,27 @@ using json = nlohmann::json;
   throw Error(code, "safetensors: " + msg);
 }
 
-size_t dtype_size(const std::string& dtype) {
-  if (dtype == "F32") return 4;
-  if (dtype == "F16" || dtype == "BF16") return 2;
-  if (dtype == "F64") return 8;
+enum class DType { f32, f16, bf16, f64, other };
+
+DType dtype_of(const std::string& dtype) {
+  if (dtype == "F32") return DType::f32;
+  if (dtype == "F16") return DType::f16;
+  if (dtype == "BF16") return DType::bf16;
+  if (dtype == "F64") return DType::f64;
+  return DType::other;
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::f64: return 8;
+    case DType::other: return 0;
+  }
   return 0;
 }
+size_t dtype_size(const std::string& dtype) { return dtype_size(dtype_of(dtype)); }
 
 float half_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
@@ -111,6 +127,19 @@ SafeTensors parse_unchecked(const uint8_t* bytes, size_t size) {
     x.end = size_t(e);
     st.tensors[it.key()] = x;
   }
+  // No two tensors may share bytes: otherwise a small file could describe a model of any size.
+  std::vector<std::pair<size_t, const std::string*>> starts;  // (begin, name) of non-empty tensors
+  for (const auto& [name, x] : st.tensors)
+    if (x.end > x.begin) starts.emplace_back(x.begin, &name);
+  std::sort(starts.begin(), starts.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : *a.second < *b.second;
+  });
+  for (size_t i = 1; i < starts.size(); ++i) {
+    const SafeTensor& prev = st.tensors.at(*starts[i - 1].second);
+    if (prev.end > starts[i].first)
+      fail(ErrorCode::bad_format, "tensors '" + *starts[i - 1].second + "' and '" + *starts[i].second +
+                                      "' overlap in the data section (each tensor must have bytes of its own)");
+  }
   return st;
 }
 
@@ -124,7 +153,7 @@ SafeTensors parse_safetensors(const uint8_t* bytes, size_t size) {
   }
 }
 
-std::vector<float> SafeTensors::floats(const std::string& name) const {
+size_t SafeTensors::float_count(const std::string& name) const {
   auto it = tensors.find(name);
   if (it == tensors.end()) throw Error(ErrorCode::missing_tensor, "checkpoint: tensor '" + name + "' is missing");
   const SafeTensor& t = it->second;
@@ -132,27 +161,47 @@ std::vector<float> SafeTensors::floats(const std::string& name) const {
   if (!es)
     throw Error(ErrorCode::bad_format, "checkpoint: tensor '" + name + "' has dtype '" + t.dtype +
                                            "'; only F32, F16, BF16 and F64 can be imported");
-  const size_t count = (t.end - t.begin) / es;
-  std::vector<float> out(count);
-  const uint8_t* p = data + t.begin;
-  for (size_t i = 0; i < count; ++i) {
-    const uint8_t* q = p + i * es;
-    if (t.dtype == "F32") {
-      std::memcpy(&out[i], q, 4);
-    } else if (t.dtype == "F64") {
-      double v;
-      std::memcpy(&v, q, 8);
-      out[i] = float(v);
-    } else if (t.dtype == "F16") {
-      out[i] = half_to_float(uint16_t(q[0] | q[1] << 8));
-    } else {
-      const uint32_t bits = uint32_t(q[0] | q[1] << 8) << 16;
-      std::memcpy(&out[i], &bits, 4);
-    }
-    if (!std::isfinite(out[i]))
-      throw Error(ErrorCode::bad_value, "checkpoint: tensor '" + name + "' contains NaN or Inf");
-  }
+  return (t.end - t.begin) / es;
+}
+
+std::vector<float> SafeTensors::floats(const std::string& name) const {
+  std::vector<float> out(float_count(name));
+  read_floats(name, out.data(), out.size());
   return out;
+}
+
+void SafeTensors::read_floats(const std::string& name, float* out, size_t n) const {
+  const size_t count = float_count(name);  // Error for a missing tensor or another dtype
+  assert(n == count);
+  (void)count;
+  const SafeTensor& t = tensors.at(name);
+  const DType type = dtype_of(t.dtype);
+  // One loop per dtype (the dtype is read once, not per element), then one finiteness pass.
+  const uint8_t* p = data + t.begin;
+  switch (type) {
+    case DType::f32:
+      if (n) std::memcpy(out, p, n * 4);  // little-endian hosts only (x86, wasm)
+      break;
+    case DType::f64:
+      for (size_t i = 0; i < n; ++i) {
+        double v;
+        std::memcpy(&v, p + i * 8, 8);
+        out[i] = float(v);
+      }
+      break;
+    case DType::f16:
+      for (size_t i = 0; i < n; ++i) out[i] = half_to_float(uint16_t(p[2 * i] | p[2 * i + 1] << 8));
+      break;
+    case DType::bf16:
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t bits = uint32_t(p[2 * i] | p[2 * i + 1] << 8) << 16;
+        std::memcpy(&out[i], &bits, 4);
+      }
+      break;
+    case DType::other: break;
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(out[i])) throw Error(ErrorCode::bad_value, "checkpoint: tensor '" + name + "' contains NaN or Inf");
 }
 
 }  // namespace vitlens

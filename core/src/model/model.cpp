@@ -98,6 +98,14 @@ std::vector<ParamRef> param_list(Params& p, const Config& c) {
   return out;
 }
 
+std::vector<ParamSpec> param_specs(const Config& c) {
+  std::vector<ParamSpec> out;
+  for_each_param(nullptr, c, [&](const std::string& name, const std::vector<int>& shape, bool quantisable, Mat*, Vec*) {
+    out.push_back(ParamSpec{name, shape, size_t(shape_size(shape)), quantisable});
+  });
+  return out;
+}
+
 int64_t param_count(const Config& c) {
   int64_t n = 0;
   for_each_param(nullptr, c, [&](const std::string&, const std::vector<int>& shape, bool, Mat*, Vec*) {

@@ -22,12 +22,6 @@ const LrpRules kAttnLrpRules = {"attnlrp",        SeedRule::logit,      LinearRu
                                 AddRule::epsilon, ProductRule::epsilon_half, SoftmaxRule::attnlrp,
                                 LayerNormRule::epsilon_centring, PatchRule::epsilon};
 
-int relevance_rows(const MatD& r) {
-  int rows = int(r.rows());
-  while (rows > 0 && (r.row(rows - 1).array() == 0.0).all()) --rows;
-  return rows;
-}
-
 void lrp_forward(TraceD& t, const Model& m, const Image& x) {
   const Config& c = m.config;
   const Params& p = m.params;

@@ -27,10 +27,18 @@ struct SafeTensors {
   const uint8_t* data = nullptr;
   size_t data_size = 0;
 
-  // The tensor converted to float32 (F32, F16, BF16, F64 accepted); Error if absent.
+  // The element count of a tensor that can be read as floats; Error if it is absent or its dtype
+  // is not F32, F16, BF16 or F64.
+  size_t float_count(const std::string& name) const;
+  // The tensor converted to float32; Error as float_count, or if it holds NaN / Inf.
   std::vector<float> floats(const std::string& name) const;
+  // The same, converted straight into out[0 … n), where n is the tensor's element count (the
+  // importer fills the model's parameters without a temporary copy).
+  void read_floats(const std::string& name, float* out, size_t n) const;
 };
 
+// Every tensor's bytes lie inside the data section and no two tensors share bytes (as the
+// safetensors format requires), so the tensors of a file never describe more data than it holds.
 SafeTensors parse_safetensors(const uint8_t* bytes, size_t size);
 
 enum class Naming { timm, huggingface };
@@ -51,5 +59,7 @@ enum class Naming { timm, huggingface };
 // may change the computation, or contradicting keys.
 Model import_checkpoint(const uint8_t* bytes, size_t size, const std::string& config_json,
                         Naming* detected = nullptr);
+// The same from a parsed file (parse_safetensors), for a caller that reads its tensors too.
+Model import_checkpoint(const SafeTensors& st, const std::string& config_json, Naming* detected = nullptr);
 
 }  // namespace vitlens

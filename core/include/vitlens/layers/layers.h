@@ -135,7 +135,12 @@ inline double stabilise(double z) { return z >= 0.0 ? z + 1e-6 : z - 1e-6; }
 // The number of leading rows of R that hold all its nonzero entries. Every rule maps a zero row
 // of R to zero relevance, so the relevance functions compute only these rows: at the last block,
 // until the attention, R is nonzero only at the CLS token (row 0).
-int relevance_rows(const MatD& r);
+// Defined here (inline) so that the layers, which call it, do not depend on the relevance layer.
+inline int relevance_rows(const MatD& r) {
+  int rows = int(r.rows());
+  while (rows > 0 && (r.row(rows - 1).array() == 0.0).all()) --rows;
+  return rows;
+}
 
 enum class LinearRule {
   alpha1beta0,  // LRP-αβ, α=1 β=0, one shared denominator, bias ignored (Bach 2015; Chefer 2021)

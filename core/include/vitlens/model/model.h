@@ -56,6 +56,18 @@ struct ParamRef {
   bool quantisable;
 };
 
+// One parameter tensor as the config implies it, before anything is allocated: the readers check
+// a file against these (names, shapes) before they allocate the parameters.
+struct ParamSpec {
+  std::string name;
+  std::vector<int> shape;
+  size_t size;
+  bool quantisable;
+};
+
+// Every parameter tensor of a config, in file order (the order and names of param_list).
+std::vector<ParamSpec> param_specs(const Config& cfg);
+
 // Allocates every tensor with the shapes the config implies, zero-filled.
 Params params_zeros(const Config& cfg);
 
