@@ -174,6 +174,20 @@ TEST_CASE("image: the pixel limit is enforced from the header", "[image]") {
   CHECK(decode_error(png) == ErrorCode::limit);
 }
 
+TEST_CASE("image: a caller's lower pixel limit (the fuzz target's) refuses from the header", "[image]") {
+  const std::vector<uint8_t> png = encode_png(make_pixels(40, 30, 3, 5u));  // 1200 pixels
+  CHECK(decode_image(png.data(), png.size(), 1200).w == 40);
+  try {
+    decode_image(png.data(), png.size(), 1199);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::limit);
+    CHECK(std::string(e.what()).find("larger than 1199 pixels") != std::string::npos);
+  }
+  // Never above the engine's own limit.
+  CHECK(decode_image(png.data(), png.size(), int64_t(1) << 40).h == 30);
+}
+
 TEST_CASE("image: JPEG decodes, and the stb_image 2.27 DHT guard", "[image]") {
   const std::vector<uint8_t> jpeg = read_file(fixture("flat_baseline.jpg"), 1 << 20);
   REQUIRE(jpeg.size() > 2);

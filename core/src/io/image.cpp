@@ -374,7 +374,8 @@ ModelChannel model_channel(const Pixels& px, int model_channels, int c) {
 // ---------------------------------------------------------------------------------------------
 // Decoding.
 
-Pixels decode_image(const uint8_t* bytes, size_t size) {
+Pixels decode_image(const uint8_t* bytes, size_t size, int64_t max_pixels) {
+  max_pixels = std::min(max_pixels, limits::max_decoded_pixels);
   if (size == 0) throw Error(ErrorCode::bad_image, "the image is empty (0 bytes)");
   if (int64_t(size) > limits::max_image_file_bytes) {
     throw Error(ErrorCode::limit, "an image file of " + std::to_string(size >> 20) +
@@ -390,11 +391,11 @@ Pixels decode_image(const uint8_t* bytes, size_t size) {
       throw Error(ErrorCode::bad_image, "the image has no pixels (" + std::to_string(hw) + "x" +
                                             std::to_string(hh) + ")");
     }
-    const int64_t most = limits::max_decoded_pixels;
+    const int64_t most = max_pixels;
     if (hw > most || hh > most || hw * hh > most) {  // each side first: 2^32 × 2^32 overflows
       throw Error(ErrorCode::limit, "an image of " + std::to_string(hw) + "x" + std::to_string(hh) +
                                         " pixels is larger than " +
-                                        std::to_string(limits::max_decoded_pixels) +
+                                        std::to_string(max_pixels) +
                                         " pixels; shrink it first");
     }
   }
@@ -408,10 +409,10 @@ Pixels decode_image(const uint8_t* bytes, size_t size) {
     throw Error(ErrorCode::bad_image, "the image has no pixels (" + std::to_string(w) + "x" +
                                           std::to_string(h) + ")");
   }
-  if (int64_t(w) * h > limits::max_decoded_pixels) {
+  if (int64_t(w) * h > max_pixels) {
     throw Error(ErrorCode::limit, "an image of " + std::to_string(w) + "x" + std::to_string(h) +
                                       " pixels is larger than " +
-                                      std::to_string(limits::max_decoded_pixels) +
+                                      std::to_string(max_pixels) +
                                       " pixels; shrink it first");
   }
 

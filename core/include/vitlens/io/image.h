@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vitlens/model/config.h"
+#include "vitlens/tensor/limits.h"
 #include "vitlens/tensor/tensor.h"
 
 namespace vitlens {
@@ -21,8 +22,9 @@ struct Pixels {
   std::vector<uint8_t> data;  // (h, w, channels)
 };
 
-// Decodes a PNG, JPEG or BMP from memory. Throws Error(bad_image / limit).
-Pixels decode_image(const uint8_t* bytes, size_t size);
+// Decodes a PNG, JPEG or BMP from memory. Throws Error(bad_image / limit); `max_pixels` (width ×
+// height, at most limits::max_decoded_pixels) is the limit (the fuzz target lowers it).
+Pixels decode_image(const uint8_t* bytes, size_t size, int64_t max_pixels = limits::max_decoded_pixels);
 Pixels read_image_file(const std::string& path);
 
 // Resizes with the antialiased bilinear filter to (w, h); works per channel on 0…255 floats.
