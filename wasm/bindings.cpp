@@ -54,6 +54,23 @@ std::string take_error() {
 }
 #endif
 
+std::string megabytes(double bytes) { return std::to_string(int64_t(std::ceil(bytes / double(1 << 20)))) + " MB"; }
+
+// Why memory ran out: the engine's memory (the wasm heap) grows on demand up to the build's
+// maximum (4 GB, the wasm32 limit), but a browser may refuse to grow it sooner. malloc then
+// returns null (ABORTING_MALLOC is off with memory growth), and operator new / Eigen throw
+// std::bad_alloc, which ends here instead of aborting the module. `need` (bytes, 0 when unknown)
+// is what the failing step asked for, as far as the engine knows.
+std::string out_of_memory_message(const std::string& what, double need) {
+  const double heap = double(emscripten_get_heap_size()), max = double(emscripten_get_heap_max());
+  const bool at_limit = need > 0 ? heap + need > max : heap > 0.9 * max;
+  const std::string limit = at_limit ? "the engine's limit is " + megabytes(max) + " (the wasm32 address space)"
+                                     : "this browser allows at most that much here (the engine itself may grow to " +
+                                           megabytes(max) + ")";
+  return "out_of_memory: " + what + "; the engine's memory could not grow past " + megabytes(heap) + ": " + limit +
+         ". Close other tabs, or use a smaller model (or the native CLI)";
+}
+
 // Runs a binding's body; an engine error becomes a JS Error whose message starts with its code.
 template <typename F>
 auto guarded(F&& f) -> decltype(f()) {
@@ -61,9 +78,10 @@ auto guarded(F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const Error& e) {
-    message = std::string(error_code_name(e.code())) + ": " + e.what();
+    if (e.code() == ErrorCode::out_of_memory) message = out_of_memory_message(e.what(), e.bytes());
+    else message = std::string(error_code_name(e.code())) + ": " + e.what();
   } catch (const std::bad_alloc&) {
-    message = "limit: out of memory";
+    message = out_of_memory_message("the engine ran out of memory", 0);
   } catch (const std::exception& e) {
     message = std::string("internal: ") + e.what();
   }
@@ -89,6 +107,17 @@ std::vector<T> copy_in(const val& array, int64_t max_elems, const char* what) {
   val view(emscripten::typed_memory_view(out.size(), out.data()));
   view.call<void>("set", array);
   return out;
+}
+
+// A file's bytes as a Uint8Array: an ArrayBuffer is viewed, any other array of byte values copied
+// (as copy_in accepts them).
+val byte_array(const val& bytes, int64_t max_bytes, const char* what) {
+  const val u8 = val::global("Uint8Array");
+  if (bytes.instanceof(val::global("ArrayBuffer"))) return u8.new_(bytes);
+  const val length = bytes["length"];
+  if (!length.isNumber()) throw Error(ErrorCode::bad_argument, std::string(what) + " must be a typed array");
+  if (length.as<double>() > double(max_bytes)) throw Error(ErrorCode::limit, std::string(what) + " is too large");
+  return bytes.instanceof(u8) ? bytes : u8.new_(bytes);
 }
 
 val float32_out(const float* p, size_t n) {
@@ -555,9 +584,44 @@ class WasmModel {
   }
 
   static WasmModel* from_safetensors(val ckpt, val config_json) {
+    return from_safetensors_with(ckpt, config_json, val::undefined());
+  }
+
+  // The checkpoint is read from the JS array one tensor at a time (core's ByteReader), never copied
+  // into the wasm heap whole: a ViT-B/16 (330 MB of F32) needs its weights' 330 MB, not twice that.
+  // Options: {onProgress(fraction)}, called after each tensor with the share of the checkpoint's
+  // bytes converted; returning false cancels (Error "cancelled: …").
+  static WasmModel* from_safetensors_with(val ckpt, val config_json, val options) {
     return guarded([&] {
-      const std::vector<uint8_t> b = copy_in<uint8_t>(ckpt, limits::max_model_file_bytes, "checkpoint");
-      return new WasmModel(import_checkpoint(b.data(), b.size(), string_arg(config_json, "config.json text")));
+      const val bytes = byte_array(ckpt, limits::max_model_file_bytes, "checkpoint");
+      const std::string config = string_arg(config_json, "config.json text");
+      const val o = options_object(options);
+      ImportProgressFn progress;
+      bool int8 = false;
+      const val keys = val::global("Object").call<val>("keys", o);
+      for (int i = 0; i < keys["length"].as<int>(); ++i) {
+        const std::string key = keys[i].as<std::string>();
+        const val v = o[key];
+        if (key != "onProgress" && key != "storage")
+          throw Error(ErrorCode::bad_argument, "unknown option '" + key + "' (fromSafetensors takes onProgress, storage)");
+        if (v.isUndefined() || v.isNull()) continue;
+        if (key == "storage") {
+          const std::string storage = v.isString() ? v.as<std::string>() : "";
+          if (storage != "f32" && storage != "int8") throw Error(ErrorCode::bad_argument, "option storage must be 'f32' or 'int8'");
+          int8 = storage == "int8";
+          continue;
+        }
+        if (v.typeOf().as<std::string>() != "function") throw Error(ErrorCode::bad_argument, "option onProgress must be a function");
+        progress = [v](double f) { return !v(f).isFalse(); };
+      }
+      const ByteReader read = [&bytes](uint64_t offset, size_t n, uint8_t* out) {
+        const val part = bytes.call<val>("subarray", double(offset), double(offset + n));
+        val(emscripten::typed_memory_view(n, out)).call<void>("set", part);  // no allocation since `out`: the view is fresh
+      };
+      const SafeTensors st = parse_safetensors(read, uint64_t(bytes["length"].as<double>()));
+      Model m = import_checkpoint(st, config, nullptr, progress);
+      if (int8) quantise_in_place(m);  // as a saved int8 file would load, without a second copy
+      return new WasmModel(std::move(m));
     });
   }
 
@@ -803,6 +867,7 @@ EMSCRIPTEN_BINDINGS(vitlens) {
   emscripten::class_<WasmModel>("Model")
       .class_function("fromBytes", &WasmModel::from_bytes, emscripten::allow_raw_pointers())
       .class_function("fromSafetensors", &WasmModel::from_safetensors, emscripten::allow_raw_pointers())
+      .class_function("fromSafetensors", &WasmModel::from_safetensors_with, emscripten::allow_raw_pointers())
       .function("info", &WasmModel::info)
       .function("preprocessRGBA", &WasmModel::preprocess_rgba)
       .function("prepare", &WasmModel::prepare, emscripten::allow_raw_pointers())

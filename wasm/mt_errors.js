@@ -16,6 +16,8 @@ addOnPostRun(() => {
       }
       return result;
     };
+    // An overloaded binding (several arities) dispatches through this[name].overloadTable.
+    if (f.overloadTable) owner[name].overloadTable = f.overloadTable;
   };
   for (const cls of [Module['Model'], Module['Input']])
     for (const name of Object.getOwnPropertyNames(cls.prototype))

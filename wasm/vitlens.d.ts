@@ -323,6 +323,16 @@ export interface Model {
   delete(): void;
 }
 
+/** Options of Model.fromSafetensors. */
+export interface ImportOptions {
+  /** Called after each tensor is converted with the share of the checkpoint's bytes read so far
+   * (0…1]; returning false cancels the import (Error "cancelled: …"). */
+  onProgress?: (fraction: number) => boolean | void;
+  /** "int8": quantise the linear and patch weights per output channel, as an int8 .vitl file
+   * stores them (the model then saves as a quarter of the f32 size); default "f32". */
+  storage?: "f32" | "int8";
+}
+
 export interface ModelStatic {
   /** Loads a .vitl model file (format version 1 or 2). */
   fromBytes(bytes: Uint8Array): Model;
@@ -332,7 +342,7 @@ export interface ModelStatic {
    * classifiers, with their variants (docs/import.md). What the engine does not implement is
    * refused with an Error naming the feature, key or tensor.
    */
-  fromSafetensors(checkpoint: Uint8Array, configJson: string): Model;
+  fromSafetensors(checkpoint: Uint8Array | ArrayBuffer, configJson: string, options?: ImportOptions): Model;
 }
 
 export interface VitlensModule {

@@ -2,11 +2,12 @@
 //
 // Protocol (a small typed union; see client.js for the main-thread side):
 //   request  main → worker   { type, id, in }           type: init | loadModel | importModel |
-//                                                             prepare | release | explain | teach |
+//                                                             saveModel | prepare | release | explain | teach |
 //                                                             attattr | perturb | stats | cancel
 //   reply    worker → main   { type: 'result', id, out }
 //                            { type: 'error',  id, err: { code, message } }
-//                            { type: 'progress', id, out: { fraction } }   (long methods, 0…1)
+//                            { type: 'progress', id, out: { fraction } }   (long methods and
+//                                                                          importModel, 0…1)
 // Requests run one at a time, in order, except that a request sent with `priority: true` (the
 // page's main view) goes ahead of the non-priority explains queued at the end (the all-methods
 // grid), never ahead of anything else. `cancel` (in: { id }) drops a queued request, or discards
@@ -190,11 +191,23 @@ const handlers = {
     return { out: replaceModel(vitlens.Model.fromBytes(bytes)) };
   },
 
-  async importModel({ checkpoint, config }) {
+  // A safetensors checkpoint converted tensor by tensor from the file's bytes (which stay in this
+  // worker's JS memory, never copied whole into the engine's), with progress and the shared cancel
+  // flag as explain's; `storage: 'int8'` quantises the weights as an int8 .vitl file stores them.
+  async importModel({ checkpoint, config, storage = 'f32', cancelFlag }) {
     if (!vitlens) throw fail('not_ready', 'the engine is not loaded yet');
+    const id = running?.id;
     const bytes = await sourceBytes(checkpoint, 'the checkpoint');
     const json = config.blob ? await config.blob.text() : new TextDecoder().decode(await sourceBytes(config, 'config.json'));
-    return { out: replaceModel(vitlens.Model.fromSafetensors(bytes, json)) };
+    const next = vitlens.Model.fromSafetensors(bytes, json, { onProgress: progressOption(id, cancelFlag), storage });
+    return { out: replaceModel(next) };
+  },
+
+  // The loaded model as a .vitl file (f32, or int8 when it was loaded or imported as int8).
+  async saveModel() {
+    needModel();
+    const bytes = model.save(info.storedInt8 ? 'int8' : 'f32');
+    return { out: { bytes, storage: info.storedInt8 ? 'int8' : 'f32' }, transfer: [bytes.buffer] };
   },
 
   // Decodes an image and makes its engine Input: { image: id, predictions (by class), width,

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { repo, tmpDir } from '../node/support.mjs';
-import { classNames, writeCheckpoint } from './checkpoints.mjs';
+import { classNames, writeCheckpoint } from '../node/checkpoints.mjs';
 import { afterNewExplanation, appSession, explanationCount, exportNpy, skipReason, waitGridDone } from './harness.mjs';
 
 const skip = skipReason();

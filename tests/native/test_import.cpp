@@ -92,10 +92,10 @@ struct Checkpoint {
   bool has(const std::string& name) const { return header.contains(name); }
   std::vector<uint8_t> bytes() const {
     const std::string h = header.dump();
-    std::vector<uint8_t> out(8);
+    std::vector<uint8_t> out(8 + h.size() + data.size());
     for (int i = 0; i < 8; ++i) out[size_t(i)] = uint8_t(uint64_t(h.size()) >> (8 * i));
-    out.insert(out.end(), h.begin(), h.end());
-    out.insert(out.end(), data.begin(), data.end());
+    std::copy(h.begin(), h.end(), out.begin() + 8);
+    std::copy(data.begin(), data.end(), out.begin() + 8 + std::ptrdiff_t(h.size()));
     return out;
   }
 };
@@ -657,4 +657,46 @@ TEST_CASE("the independent reference's variant checkpoints import and give its l
     ++checked;
   }
   if (checked == 0) WARN("no variant fixtures in " << dir << ": skipped");
+}
+
+TEST_CASE("a checkpoint read through a ByteReader imports as from memory, reporting progress", "[import]") {
+  // The wasm module reads a checkpoint from a JS array one tensor at a time: the header first, then
+  // each tensor when the importer asks for it. Every read stays inside the file, the model is the
+  // one imported from memory, progress rises to 1, and returning false stops the import.
+  const std::vector<Case> all = cases();
+  const Case& k = find_case(all, "HF ViT");
+  Model src = source_model(k, 5);
+  const std::vector<uint8_t> file = write_checkpoint(k, src).bytes();
+  size_t reads = 0, read_bytes = 0;
+  const ByteReader read = [&](uint64_t offset, size_t n, uint8_t* out) {
+    REQUIRE(offset + n <= file.size());
+    std::memcpy(out, file.data() + offset, n);
+    ++reads;
+    read_bytes += n;
+  };
+  const SafeTensors st = parse_safetensors(read, file.size());
+  CHECK(reads == 2);  // the header's length, then the header
+  std::vector<double> seen;
+  Model m = import_checkpoint(st, k.config_json.dump(), nullptr, [&](double f) {
+    seen.push_back(f);
+    return true;
+  });
+  CHECK(read_bytes == file.size());  // each tensor once, nothing else
+  REQUIRE(!seen.empty());
+  for (size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] >= seen[i - 1]);
+  CHECK(seen.front() > 0.0);
+  CHECK(seen.back() == Approx(1.0));
+  Model ref = import(write_checkpoint(k, src), k.config_json);
+  const std::vector<ParamRef> ra = param_list(m.params, m.config), rb = param_list(ref.params, ref.config);
+  REQUIRE(ra.size() == rb.size());
+  for (size_t i = 0; i < ra.size(); ++i) CHECK(std::memcmp(ra[i].data, rb[i].data, ra[i].size * 4) == 0);
+
+  int calls = 0;
+  try {
+    import_checkpoint(st, k.config_json.dump(), nullptr, [&](double) { return ++calls < 3; });
+    FAIL("not cancelled");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::cancelled);
+  }
+  CHECK(calls == 3);
 }

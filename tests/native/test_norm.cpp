@@ -164,7 +164,22 @@ TEST_CASE("norm-based: thread count, class, cancellation, option errors", "[norm
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::cancelled);
   }
-  CHECK(calls == 2);
+  CHECK(calls == 2);  // the second call is inside block 0: a block's rows are cancelled too
+  // Progress per row, not only per block (a ViT-B block takes seconds), rising to 1, and with
+  // threads only the calling thread reports.
+  for (int threads : {1, 2}) {
+    MethodOptions watch;
+    watch.threads = threads;
+    std::vector<double> seen;
+    watch.progress = [&seen](double f) {
+      seen.push_back(f);
+      return true;
+    };
+    explain(c.model, st, "norm-based", watch);
+    CHECK(seen.size() > size_t(c.model.config.depth) + 1);
+    for (size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] >= seen[i - 1]);
+    CHECK(seen.back() == 1.0);
+  }
   CHECK_THROWS_AS(norm_row_pieces(c.model, st.trace, c.model.config.depth, 0), Error);
   CHECK_THROWS_AS(norm_row_pieces(c.model, st.trace, 0, c.model.config.tokens()), Error);
 

@@ -7,7 +7,7 @@ import { emit, on } from '../events.js';
 import { encodeNpy, saveBlob } from '../files.js';
 import { drawOverlay } from '../render.js';
 import { tokenLayout } from '../tokens.js';
-import { $ } from './util.js';
+import { $, cancelFlag, raiseFlag } from './util.js';
 
 const SHIPPED_MODEL = './models/vitlens-scenes.vitl';
 
@@ -44,6 +44,7 @@ export function createFilesView(app) {
     e.target.value = '';
   });
   $('model-reset').addEventListener('click', () => changeModel(shippedSpec()));
+  $('model-save').addEventListener('click', saveModel);
   document.addEventListener('dragover', (e) => {
     e.preventDefault();
     document.body.classList.add('dragging');
@@ -74,14 +75,64 @@ export function createFilesView(app) {
     app.setStatus(`Loading ${spec.label}…`);
     const out = spec.kind === 'vitl'
       ? await app.call('loadModel', { source: spec.source })
-      : await app.call('importModel', { checkpoint: spec.checkpoint, config: spec.config });
+      : await importModel(spec);
     app.info = out.info;
     modelSpec = spec;
     $('model-info').textContent = `${spec.label}: ${describeModel(out.info)}`;
     $('model-info').title = out.info.provenance || '';
     $('model-reset').hidden = spec.shipped === true;
+    $('model-save').disabled = false;
     emit('model-changed', { info: out.info, reloaded });
     return out.info;
+  }
+
+  // A checkpoint converted in the worker, with a progress bar and Cancel (a ViT-B/16 is 330 MB).
+  // Cancel stops the engine at its next tensor when the page is cross-origin isolated (the shared
+  // flag), otherwise — or if it has not stopped within 3 s — restarts the worker, which loads the
+  // previous model again.
+  async function importModel(spec) {
+    const flag = cancelFlag();
+    const size = spec.checkpoint.blob?.size;
+    const mb = (f) => (size ? ` (${Math.round((f * size) / 2 ** 20)} of ${Math.round(size / 2 ** 20)} MB)` : '');
+    const what = `Converting ${spec.label}${spec.storage === 'int8' ? ' to int8' : ''}`;
+    const row = $('model-progress-row');
+    const show = (f) => {
+      $('model-progress').value = f;
+      $('model-progress-text').textContent = `${what}: ${Math.round(100 * f)} %${mb(f)}`;
+      document.documentElement.dataset.importProgress = String(f);
+    };
+    show(0);
+    const p = app.call('importModel', { checkpoint: spec.checkpoint, config: spec.config, storage: spec.storage, cancelFlag: flag },
+      [], { onProgress: show });
+    row.hidden = false;
+    $('model-cancel').disabled = false;
+    $('model-cancel').onclick = async () => {
+      $('model-cancel').disabled = true;
+      $('model-progress-text').textContent = `${what}: cancelling…`;
+      if (flag) {
+        raiseFlag(flag);
+        const deadline = performance.now() + 3000;
+        while (app.client.pending.has(p.id) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        if (!app.client.pending.has(p.id)) return;
+      }
+      await app.stop();
+    };
+    try {
+      return await p;
+    } finally {
+      row.hidden = true;
+    }
+  }
+
+  async function saveModel() {
+    app.clearError();
+    try {
+      const { bytes, storage } = await app.call('saveModel', {});
+      const base = (modelSpec?.label ?? 'model').replace(/\.(vitl|safetensors)$/i, '');
+      saveBlob(new Blob([bytes], { type: 'application/octet-stream' }), `${base}${storage === 'int8' ? '-int8' : ''}.vitl`);
+    } catch (e) {
+      app.showError('Could not save the model', e);
+    }
   }
 
   async function changeModel(spec) {
@@ -105,7 +156,12 @@ export function createFilesView(app) {
     const ckpt = byExt('.safetensors');
     const config = byExt('.json');
     if (vitl) changeModel({ kind: 'vitl', source: { blob: vitl }, label: vitl.name });
-    else if (ckpt && config) changeModel({ kind: 'safetensors', checkpoint: { blob: ckpt }, config: { blob: config }, label: ckpt.name });
+    else if (ckpt && config) {
+      changeModel({
+        kind: 'safetensors', checkpoint: { blob: ckpt }, config: { blob: config }, label: ckpt.name,
+        storage: $('model-int8').checked ? 'int8' : 'f32',
+      });
+    }
     else if (ckpt) app.showError('Could not load the model', new VitlensError('bad_argument', 'choose the .safetensors checkpoint and its config.json together'));
     else changeModel({ kind: 'vitl', source: { blob: list[0] }, label: list[0].name });
   }

@@ -573,9 +573,11 @@ bool unused_by_classifier(const std::string& name, const Layout& n, const SafeTe
     const SafeTensor& t = st.tensors.at(name);
     if (t.dtype != "I64" || t.shape != std::vector<int64_t>{1, pos_rows} || t.end - t.begin != size_t(pos_rows) * 8)
       return false;
+    std::vector<uint8_t> ids(t.end - t.begin);
+    st.read(st.data_offset + t.begin, ids.size(), ids.data());
     for (int i = 0; i < pos_rows; ++i) {
       int64_t v;
-      std::memcpy(&v, st.data + t.begin + size_t(i) * 8, 8);
+      std::memcpy(&v, ids.data() + size_t(i) * 8, 8);
       if (v != i) return false;
     }
     return true;
@@ -850,7 +852,8 @@ Config resolve(const Declared& d, const Layout& n, const SafeTensors& st, bool* 
   return c;
 }
 
-Model import_unchecked(const SafeTensors& st, const std::string& config_json, Naming* detected) {
+Model import_unchecked(const SafeTensors& st, const std::string& config_json, Naming* detected,
+                       const ImportProgressFn& progress) {
   const Declared declared = read_config(config_json);
   const Layout naming = detect_naming(st, declared.family);
   if (detected) *detected = naming.family == Family::timm ? Naming::timm : Naming::huggingface;
@@ -859,7 +862,9 @@ Model import_unchecked(const SafeTensors& st, const std::string& config_json, Na
   bool qkv_bias = true, patch_bias = true;
   Model m;
   m.config = resolve(declared, naming, st, &qkv_bias, &patch_bias);
-  if (param_count(m.config) > limits::max_params) throw Error(ErrorCode::limit, "config.json: the model is too large");
+  if (param_count(m.config) > limits::max_params)
+    throw Error(ErrorCode::limit, "config.json: the model has " + std::to_string(param_count(m.config)) +
+                                      " parameters; vitlens loads at most " + std::to_string(limits::max_params));
   m.provenance = "imported from a " + fam + " safetensors checkpoint";
   auto meta = st.metadata.find("provenance");
   if (meta != st.metadata.end()) m.provenance += ": " + meta->second;
@@ -890,15 +895,23 @@ Model import_unchecked(const SafeTensors& st, const std::string& config_json, Na
   for (const auto& [name, t] : st.tensors)
     if (!used.count(name) && !unused_by_classifier(name, naming, st, m.config.pos_rows())) unknown_tensor(name, fam);
 
-  // The parameters, at most twice the bytes of the file (F16 / BF16 widened to F32).
-  m.params = params_zeros(m.config);
+  // The parameters, at most twice the bytes of the file (F16 / BF16 widened to F32). Every
+  // element is written below (a source tensor or zeros), so they are not zero-filled first.
+  m.params = params_alloc(m.config);
   std::vector<ParamRef> refs = param_list(m.params, m.config);
+  const double total = double(std::max<uint64_t>(1, st.data_size));  // progress: data bytes read
+  double placed = 0;
   for (size_t k = 0; k < refs.size(); ++k) {
+    if (plan[k].empty()) std::fill(refs[k].data, refs[k].data + refs[k].size, 0.0f);
     size_t filled = 0;
     for (const Source& src : plan[k]) {
       const size_t n = st.float_count(src.name);
       st.read_floats(src.name, refs[k].data + filled, n);
       filled += n;
+      const SafeTensor& t = st.tensors.at(src.name);
+      placed += double(t.end - t.begin);
+      if (progress && !progress(std::min(1.0, placed / total)))
+        throw Error(ErrorCode::cancelled, "the import was cancelled");
     }
     assert(plan[k].empty() || filled == refs[k].size);
   }
@@ -907,9 +920,10 @@ Model import_unchecked(const SafeTensors& st, const std::string& config_json, Na
 
 }  // namespace
 
-Model import_checkpoint(const SafeTensors& st, const std::string& config_json, Naming* detected) {
+Model import_checkpoint(const SafeTensors& st, const std::string& config_json, Naming* detected,
+                        const ImportProgressFn& progress) {
   try {
-    return import_unchecked(st, config_json, detected);
+    return import_unchecked(st, config_json, detected, progress);
   } catch (const json::exception& e) {
     throw Error(ErrorCode::bad_format, std::string("checkpoint: ") + e.what());
   }

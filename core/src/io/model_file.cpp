@@ -234,16 +234,20 @@ std::vector<float> quantise_rows(const float* w, int64_t rows, int64_t cols, int
   return scales;
 }
 
-Model quantised_copy(const Model& m) {
-  Model out = m;
-  out.stored_int8 = true;
-  for (ParamRef& r : param_list(out.params, out.config)) {
+void quantise_in_place(Model& m) {
+  m.stored_int8 = true;
+  for (ParamRef& r : param_list(m.params, m.config)) {
     if (!r.quantisable) continue;
     const int64_t rows = r.shape[0], cols = int64_t(r.size) / rows;
     std::vector<int8_t> q(r.size);
     const std::vector<float> s = quantise_rows(r.data, rows, cols, q.data());
     for (int64_t i = 0; i < int64_t(r.size); ++i) r.data[i] = s[size_t(i / cols)] * float(q[size_t(i)]);
   }
+}
+
+Model quantised_copy(const Model& m) {
+  Model out = m;
+  quantise_in_place(out);
   return out;
 }
 

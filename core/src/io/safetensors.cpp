@@ -67,13 +67,17 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-SafeTensors parse_unchecked(const uint8_t* bytes, size_t size) {
+SafeTensors parse_unchecked(const ByteReader& read, uint64_t size) {
   if (size < 8) fail(ErrorCode::truncated, "the file is shorter than its 8-byte header length");
+  uint8_t length[8];
+  read(0, 8, length);
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t(bytes[i]) << (8 * i);
+  for (int i = 0; i < 8; ++i) n |= uint64_t(length[i]) << (8 * i);
   if (n > uint64_t(limits::max_header_bytes))
     fail(ErrorCode::limit, "header length " + std::to_string(n) + " exceeds the limit (is this a safetensors file?)");
   if (n > size - 8) fail(ErrorCode::truncated, "the file ends inside its JSON header");
+  std::vector<uint8_t> header(static_cast<size_t>(n));
+  if (n) read(8, size_t(n), header.data());
   // The JSON parser keeps the last of two equal keys: a tensor named twice is refused here rather
   // than one of its two entries silently dropped.
   std::set<std::string> keys;
@@ -83,13 +87,14 @@ SafeTensors parse_unchecked(const uint8_t* bytes, size_t size) {
       duplicate = parsed.get<std::string>();
     return true;
   };
-  json h = json::parse(bytes + 8, bytes + 8 + n, note_keys, false);
+  json h = json::parse(header.begin(), header.end(), note_keys, false);
   if (h.is_discarded() || !h.is_object()) fail(ErrorCode::bad_format, "the header is not a JSON object");
   if (!duplicate.empty()) fail(ErrorCode::unknown_tensor, "tensor '" + duplicate + "' appears twice in the header");
   if (h.size() > size_t(limits::max_tensors)) fail(ErrorCode::limit, "too many tensors");
   SafeTensors st;
-  st.data = bytes + 8 + n;
-  st.data_size = size - 8 - size_t(n);
+  st.read = read;
+  st.data_offset = 8 + n;
+  st.data_size = size - 8 - n;
   for (auto it = h.begin(); it != h.end(); ++it) {
     if (it.key() == "__metadata__") {
       if (it->is_object())
@@ -117,7 +122,7 @@ SafeTensors parse_unchecked(const uint8_t* bytes, size_t size) {
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
       fail(ErrorCode::bad_format, "tensor '" + it.key() + "' has invalid data_offsets");
     const uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
-    if (b > e || e > st.data_size)
+    if (b > e || e > st.data_size || e > uint64_t(SIZE_MAX))
       fail(ErrorCode::truncated, "tensor '" + it.key() + "' lies outside the file (truncated download?)");
     const size_t es = dtype_size(x.dtype);
     if (es && e - b != count * es)
@@ -145,12 +150,17 @@ SafeTensors parse_unchecked(const uint8_t* bytes, size_t size) {
 
 }  // namespace
 
-SafeTensors parse_safetensors(const uint8_t* bytes, size_t size) {
+SafeTensors parse_safetensors(const ByteReader& read, uint64_t size) {
   try {
-    return parse_unchecked(bytes, size);
+    return parse_unchecked(read, size);
   } catch (const json::exception& e) {
     fail(ErrorCode::bad_format, std::string("malformed header: ") + e.what());
   }
+}
+
+SafeTensors parse_safetensors(const uint8_t* bytes, size_t size) {
+  return parse_safetensors([bytes](uint64_t offset, size_t n, uint8_t* out) { std::memcpy(out, bytes + offset, n); },
+                           uint64_t(size));
 }
 
 size_t SafeTensors::float_count(const std::string& name) const {
@@ -176,29 +186,40 @@ void SafeTensors::read_floats(const std::string& name, float* out, size_t n) con
   (void)count;
   const SafeTensor& t = tensors.at(name);
   const DType type = dtype_of(t.dtype);
-  // One loop per dtype (the dtype is read once, not per element), then one finiteness pass.
-  const uint8_t* p = data + t.begin;
-  switch (type) {
-    case DType::f32:
-      if (n) std::memcpy(out, p, n * 4);  // little-endian hosts only (x86, wasm)
-      break;
-    case DType::f64:
-      for (size_t i = 0; i < n; ++i) {
-        double v;
-        std::memcpy(&v, p + i * 8, 8);
-        out[i] = float(v);
+  // F32 is read straight into `out`; the other dtypes through a small buffer, one chunk at a time
+  // (one loop per dtype: the dtype is read once, not per element). Then one finiteness pass.
+  const uint64_t at = data_offset + t.begin;
+  if (type == DType::f32) {
+    if (n) read(at, n * 4, reinterpret_cast<uint8_t*>(out));  // little-endian hosts only (x86, wasm)
+  } else {
+    const size_t es = dtype_size(type), chunk = size_t(1) << 14;  // elements per read
+    std::vector<uint8_t> buf(std::min(n, chunk) * es);
+    for (size_t first = 0; first < n; first += chunk) {
+      const size_t m = std::min(chunk, n - first);
+      read(at + first * es, m * es, buf.data());
+      const uint8_t* p = buf.data();
+      float* o = out + first;
+      switch (type) {
+        case DType::f64:
+          for (size_t i = 0; i < m; ++i) {
+            double v;
+            std::memcpy(&v, p + i * 8, 8);
+            o[i] = float(v);
+          }
+          break;
+        case DType::f16:
+          for (size_t i = 0; i < m; ++i) o[i] = half_to_float(uint16_t(p[2 * i] | p[2 * i + 1] << 8));
+          break;
+        case DType::bf16:
+          for (size_t i = 0; i < m; ++i) {
+            const uint32_t bits = uint32_t(p[2 * i] | p[2 * i + 1] << 8) << 16;
+            std::memcpy(&o[i], &bits, 4);
+          }
+          break;
+        case DType::f32:
+        case DType::other: break;
       }
-      break;
-    case DType::f16:
-      for (size_t i = 0; i < n; ++i) out[i] = half_to_float(uint16_t(p[2 * i] | p[2 * i + 1] << 8));
-      break;
-    case DType::bf16:
-      for (size_t i = 0; i < n; ++i) {
-        const uint32_t bits = uint32_t(p[2 * i] | p[2 * i + 1] << 8) << 16;
-        std::memcpy(&out[i], &bits, 4);
-      }
-      break;
-    case DType::other: break;
+    }
   }
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(out[i])) throw Error(ErrorCode::bad_value, "checkpoint: tensor '" + name + "' contains NaN or Inf");

@@ -262,7 +262,7 @@ const std::vector<MethodEntry>& entries() {
          detail::attattr},
         {{"norm-based", "rollout of the norms ‖z_{i←j}‖ of each block's additive decomposition",
           "Kobayashi et al., EMNLP 2020, EMNLP 2021, ICLR 2024", opts({stage()}), outs({norm_out}), false, false, false,
-          false, false, "Â_b = rownorm(N_b[stage]): the block’s norm map, row-normalised"},
+          false, true, "Â_b = rownorm(N_b[stage]): the block’s norm map, row-normalised"},
          detail::norm_based},
         {{"saliency", "|∂y_t/∂x|, the maximum over channels", "Simonyan, Vedaldi & Zisserman 2014", opts({}), outs({}),
           true, false, false, true, false},

@@ -9,6 +9,7 @@
 // precomputed per-head rows, and the only large product per row is the FF's (n, mlp)·(mlp, d).
 // Everything of width d is in double; the (n, mlp) scratch and its product with W2 are float.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <exception>
 
@@ -137,7 +138,8 @@ NormRow norm_row_pieces(const Model& m, const Trace& tr, int block, int i) {
   return r;
 }
 
-NormBlock norm_block(const Model& m, const Trace& tr, int block, int threads) {
+NormBlock norm_block(const Model& m, const Trace& tr, int block, int threads,
+                     const std::function<bool(double)>& progress) {
   const int n = m.config.tokens();
   NormTables t;
   norm_tables_build(t, m, tr, block);
@@ -147,9 +149,11 @@ NormBlock norm_block(const Model& m, const Trace& tr, int block, int threads) {
     nb.mixing[s].resize(n);
   }
   const int workers = row_workers(threads, n);
+  std::atomic<bool> stop{false};
   run_workers(workers, [&](int w) {
     NormRow r;
-    for (int i = w; i < n; i += workers) {  // rows are independent: the split does not change them
+    for (int i = w; i < n && !stop.load(std::memory_order_relaxed); i += workers) {  // rows are independent: the split does not change them
+      if (w == 0 && progress && i > 0 && !progress(double(i) / n)) stop = true;  // worker 0 is the calling thread
       norm_row(r, t, m, tr, i);
       for (int s = 0; s < norm_stage_count; ++s) {
         const MatD& p = r.pieces[s];
@@ -160,6 +164,7 @@ NormBlock norm_block(const Model& m, const Trace& tr, int block, int threads) {
       }
     }
   });
+  if (stop) throw Error(ErrorCode::cancelled, "norm-based was cancelled");
   return nb;
 }
 
@@ -176,7 +181,9 @@ void norm_based(Explanation& out, const Model& m, ExplainState& st, const Method
   std::vector<MatD> steps(static_cast<size_t>(L));  // (L) × (n, n)
   for (int b = 0; b < L; ++b) {
     if (opt.progress && !opt.progress(double(b) / L)) throw Error(ErrorCode::cancelled, "norm-based was cancelled");
-    out.norm[size_t(b)] = norm_block(m, st.trace, b, opt.threads);
+    std::function<bool(double)> rows;
+    if (opt.progress) rows = [&](double f) { return opt.progress((b + f) / L); };
+    out.norm[size_t(b)] = norm_block(m, st.trace, b, opt.threads, rows);
     MatD N = out.norm[size_t(b)].maps[stage].cast<double>();
     for (int i = 0; i < n; ++i) {
       const double sum = N.row(i).sum();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <new>
 
 #include "vitlens/tensor/error.h"
 #include "vitlens/tensor/limits.h"
@@ -75,14 +76,29 @@ int64_t shape_size(const std::vector<int>& shape) {
 
 }  // namespace
 
-Params params_zeros(const Config& c) {
+Params params_alloc(const Config& c) {
   Params p;
-  p.blocks.resize(size_t(c.depth));
-  for_each_param(&p, c, [](const std::string&, const std::vector<int>& shape, bool, Mat* m, Vec* v) {
-    if (m) *m = Mat::Zero(shape.size() == 3 ? shape[1] : shape[0],
-                          shape.size() == 3 ? shape[2] : Eigen::Index(shape_size(shape) / shape[0]));
-    if (v) *v = Vec::Zero(Eigen::Index(shape_size(shape)));
-  });
+  try {
+    p.blocks.resize(size_t(c.depth));
+    for_each_param(&p, c, [](const std::string&, const std::vector<int>& shape, bool, Mat* m, Vec* v) {
+      if (m) m->resize(shape.size() == 3 ? shape[1] : shape[0],
+                       shape.size() == 3 ? shape[2] : Eigen::Index(shape_size(shape) / shape[0]));
+      if (v) v->resize(Eigen::Index(shape_size(shape)));
+    });
+  } catch (const std::bad_alloc&) {
+    // The one large allocation of loading a model: say how large (the wasm bindings add the limit).
+    const int64_t n = param_count(c);
+    throw Error(ErrorCode::out_of_memory,
+                "the model needs about " + std::to_string((n * 4 + (1 << 20) - 1) >> 20) + " MB for its weights (" +
+                    std::to_string(n) + " parameters as float32)",
+                double(n) * 4);
+  }
+  return p;
+}
+
+Params params_zeros(const Config& c) {
+  Params p = params_alloc(c);
+  for (const ParamRef& r : param_list(p, c)) std::fill(r.data, r.data + r.size, 0.0f);
   return p;
 }
 

@@ -12,6 +12,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::bad_shape: return "bad_shape";
     case ErrorCode::bad_value: return "bad_value";
     case ErrorCode::limit: return "limit";
+    case ErrorCode::out_of_memory: return "out_of_memory";
     case ErrorCode::missing_tensor: return "missing_tensor";
     case ErrorCode::unknown_tensor: return "unknown_tensor";
     case ErrorCode::bad_config: return "bad_config";

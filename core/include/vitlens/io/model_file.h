@@ -42,5 +42,7 @@ void save_model_file(const std::string& path, const Model& m, Storage storage);
 std::vector<float> quantise_rows(const float* w, int64_t rows, int64_t cols, int8_t* q);
 // The model as it would be after an int8 round trip (for tests and fidelity reports).
 Model quantised_copy(const Model& m);
+// The same in place, without a second copy of the weights (an imported ViT-B kept as int8).
+void quantise_in_place(Model& m);
 
 }  // namespace vitlens

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,18 +15,24 @@
 
 namespace vitlens {
 
+// Reads n bytes at byte `offset` of a file into out[0 … n); the caller has checked that they lie
+// inside the file. Throws Error when it cannot read.
+using ByteReader = std::function<void(uint64_t offset, size_t n, uint8_t* out)>;
+
 struct SafeTensor {
   std::string dtype;
   std::vector<int64_t> shape;
-  size_t begin = 0, end = 0;  // within SafeTensors::data
+  size_t begin = 0, end = 0;  // within the data section
 };
 
-// A parsed file; `data` points into the caller's buffer, which must outlive it.
+// A parsed header. The tensors' bytes are read through `read` only when asked for, so that a file
+// held elsewhere (the wasm page's JS ArrayBuffer) is never copied whole into the engine's memory.
 struct SafeTensors {
   std::map<std::string, SafeTensor> tensors;
   std::map<std::string, std::string> metadata;
-  const uint8_t* data = nullptr;
-  size_t data_size = 0;
+  ByteReader read;           // the file's bytes
+  uint64_t data_offset = 0;  // where the data section starts in the file: 8 + the header's length
+  uint64_t data_size = 0;
 
   // The element count of a tensor that can be read as floats; Error if it is absent or its dtype
   // is not F32, F16, BF16 or F64.
@@ -39,7 +46,10 @@ struct SafeTensors {
 
 // Every tensor's bytes lie inside the data section and no two tensors share bytes (as the
 // safetensors format requires), so the tensors of a file never describe more data than it holds.
+// `bytes` must outlive the result.
 SafeTensors parse_safetensors(const uint8_t* bytes, size_t size);
+// A file of `size` bytes read through `read`: only the header is read here.
+SafeTensors parse_safetensors(const ByteReader& read, uint64_t size);
 
 enum class Naming { timm, huggingface };
 
@@ -60,6 +70,10 @@ enum class Naming { timm, huggingface };
 Model import_checkpoint(const uint8_t* bytes, size_t size, const std::string& config_json,
                         Naming* detected = nullptr);
 // The same from a parsed file (parse_safetensors), for a caller that reads its tensors too.
-Model import_checkpoint(const SafeTensors& st, const std::string& config_json, Naming* detected = nullptr);
+// `progress` (may be empty) is called after each tensor is converted with the share of the data
+// section's bytes read so far (0 … 1]; returning false stops the import with Error(cancelled).
+using ImportProgressFn = std::function<bool(double fraction)>;
+Model import_checkpoint(const SafeTensors& st, const std::string& config_json, Naming* detected = nullptr,
+                        const ImportProgressFn& progress = {});
 
 }  // namespace vitlens

@@ -76,7 +76,9 @@ struct MethodInfo {
   bool reports_relevance;   // fills Explanation::conservation (an LRP method)
   bool conserves;           // Σ relevance should stay equal to the seed (Chefer's rules, down to E0)
   bool native_pixels;       // the pixel map is computed at the input, not upsampled
-  bool long_running;        // many passes (integrated gradients, smoothing): reports progress
+  bool long_running;        // many passes (integrated gradients, smoothing), or a cost that grows as
+                            // n²·d·mlp per block (norm-based: 94 s for a ViT-B/16 in chromium):
+                            // reports progress and can be cancelled
   // The factor the method multiplies per block, for teaching views ("" for methods without one).
   const char* step_formula = "";
   bool featured = false;    // the method a front end opens with (one in the registry)

@@ -68,8 +68,12 @@ struct ParamSpec {
 // Every parameter tensor of a config, in file order (the order and names of param_list).
 std::vector<ParamSpec> param_specs(const Config& cfg);
 
-// Allocates every tensor with the shapes the config implies, zero-filled.
+// Allocates every tensor with the shapes the config implies, zero-filled. Throws
+// Error(out_of_memory) with the bytes needed when the allocation fails.
 Params params_zeros(const Config& cfg);
+// The same without filling: for loaders that overwrite every tensor (zero-filling a ViT-B's
+// 330 MB is seconds in a wasm engine's first, unoptimised tier).
+Params params_alloc(const Config& cfg);
 
 // Every parameter tensor, in file order. The pointers stay valid while `p` is not resized.
 std::vector<ParamRef> param_list(Params& p, const Config& cfg);

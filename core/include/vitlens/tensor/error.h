@@ -18,6 +18,7 @@ enum class ErrorCode {
   bad_shape,       // a tensor or input whose shape does not fit the config
   bad_value,       // NaN/Inf or an out-of-range number inside a file or an input
   limit,           // a size beyond the documented limits (see limits.h)
+  out_of_memory,   // memory ran out (in wasm: the engine's memory could not grow further)
   missing_tensor,  // a tensor the model needs is absent
   unknown_tensor,  // a tensor we do not know (or a duplicate)
   bad_config,      // a config that does not describe a valid ViT
@@ -30,12 +31,15 @@ const char* error_code_name(ErrorCode code);
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  // `bytes`: for out_of_memory, what the failing step needed (0 when unknown).
+  Error(ErrorCode code, const std::string& message, double bytes = 0)
+      : std::runtime_error(message), code_(code), bytes_(bytes) {}
   ErrorCode code() const { return code_; }
+  double bytes() const { return bytes_; }
 
  private:
   ErrorCode code_;
+  double bytes_;
 };
 
 }  // namespace vitlens
