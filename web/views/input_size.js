@@ -15,9 +15,9 @@ function sizeText(h, w, patch) {
 export function createInputSizeView(app) {
   app.inputSize = 'model';
 
-  on('model-changed', ({ info }) => {
+  on('model-changed', ({ info, reloaded }) => {
     $('input-size-model').textContent = `(${sizeText(info.imageH, info.imageW, info.patch)})`;
-    $('input-size-aspect').textContent = '';
+    if (!reloaded) $('input-size-aspect').textContent = '';
   });
   on('image-changed', () => { $('input-size-aspect').textContent = ''; });
   on('predicted', ({ aspect }) => {
