@@ -13,6 +13,7 @@ import { createExplanationView } from './views/explanation.js';
 import { createFilesView } from './views/files.js';
 import { createGalleryView } from './views/gallery.js';
 import { createGridView } from './views/grid.js';
+import { createInputSizeView } from './views/input_size.js';
 import { createOptionsView } from './views/options.js';
 import { createPerturbationView } from './views/perturbation.js';
 import { createPredictionView } from './views/prediction.js';
@@ -27,6 +28,8 @@ const app = {
   client: null,
   methods: [], // the engine's method table, methods() (the shell, at start)
   info: null, // the loaded model's description (files)
+  inputSize: 'model', // the size images are explained at: 'model' (its own) or 'aspect' (the image's) (inputSize)
+  inputInfo: null, // the description of the model that saw the image: app.info, or at the image's aspect its resized copy's (prediction)
   image: null, // { blob, bitmap, name, labels } (files; the editor replaces the blob after edits)
   editor: null, // the scene editor: the image as edited, drawn everywhere instead of the original (editor)
   predictions: [], // (prediction)
@@ -130,6 +133,7 @@ async function main() {
   v.editor = createEditorView(app);
   v.explanation = createExplanationView(app);
   v.prediction = createPredictionView(app);
+  v.inputSize = createInputSizeView(app);
   v.options = createOptionsView(app);
   v.grid = createGridView(app);
   v.teaching = createTeachingView(app);

@@ -5,7 +5,9 @@
 //                                       belonged to the previous model: classes, blocks, heads,
 //                                       tokens), or with `reloaded` the same one in a new worker
 //   image-changed      { image }        a new image was opened (not an edit of the current one)
-//   predicted          { predictions, view }   the current image was classified (also after edits)
+//   predicted          { predictions, view, aspect }   the current image was classified (also after
+//                                       edits), at app.inputInfo's size; aspect: [h, w], the engine's
+//                                       input size for it at its own aspect
 //   method-changed     { name }         the main view's method was chosen
 //   options-changed    {}               an option of the current method changed
 //   explained          { explanation }  the main view drew a new explanation

@@ -23,12 +23,20 @@
 // methods derive from it) and answers its id; every per-image request names it (`in.image`), so
 // several images can be alive (the page's image, its edited copy, another one) and no answer
 // depends on the order of requests. `release` deletes one; loading a model deletes them all.
+//
+// Input size: `prepare` with `inputSize: 'aspect'` explains the image at its own aspect, with the
+// loaded model resized by the engine (Model.aspectInputSize, Model.atInputSize: a copy of the
+// weights with pos_embed resampled). That copy is kept for the next image of the same size, one
+// at a time, and deleted when another size or another model replaces it. Every answer about an
+// image is at the size of the model that saw it (prepare answers that model's info). If the copy
+// cannot be made, `prepare` answers at the model's own size with the reason in `sizeError`.
 
 let vitlens = null; // the wasm module
 let model = null; // the loaded Model (wasm memory; .delete() when replaced)
 let info = null;
+let resized = null; // { model, info }: the loaded model at the last image's aspect (wasm memory; .delete() when replaced)
 let registry = []; // methods(), to know which are long-running
-const inputs = new Map(); // image id → the engine's Input (wasm memory; .delete() when released)
+const inputs = new Map(); // image id → { x: the engine's Input (wasm memory; .delete() when released), info: its model's }
 let nextImage = 1;
 const queue = [];
 let running = null; // { id, cancelled }
@@ -70,21 +78,28 @@ async function sourceBytes(src, what) {
   throw fail('bad_argument', `no ${what} given`);
 }
 
-// The Input of a request's `image` id.
+// The Input of a request's `image` id, with the info of the model that saw it: { x, info }.
 function inputOf(image) {
   needModel();
-  const x = inputs.get(image);
-  if (!x) throw fail('bad_argument', `no image ${image}: prepare it first (it was released or its model replaced)`);
-  return x;
+  const entry = inputs.get(image);
+  if (!entry) throw fail('bad_argument', `no image ${image}: prepare it first (it was released or its model replaced)`);
+  return entry;
 }
 
 function releaseAll() {
-  for (const x of inputs.values()) x.delete();
+  for (const { x } of inputs.values()) x.delete();
   inputs.clear();
+}
+
+// Deletes the resized copy (its inputs keep the weights they need until they are released).
+function dropResized() {
+  resized?.model.delete();
+  resized = null;
 }
 
 function replaceModel(next) {
   releaseAll();
+  dropResized();
   if (model) model.delete();
   model = next;
   info = model.info();
@@ -111,9 +126,26 @@ async function decodeRGBA(blob) {
   return { rgba: ctx.getImageData(0, 0, width, height).data, width, height };
 }
 
-// The model's input as RGBA at the model's size (what the network sees), for display.
-function modelView(x) {
-  const { imageH: h, imageW: w, channels: c, mean, std } = info;
+// The model that sees an image: the loaded one, or for inputSize 'aspect' the loaded one at
+// `aspect` ([h, w], the engine's size for the image's aspect): { model, info }.
+function modelFor(inputSize, [h, w]) {
+  if (inputSize === 'model' || (h === info.imageH && w === info.imageW)) return { model, info };
+  if (resized?.info.imageH !== h || resized?.info.imageW !== w) {
+    dropResized();
+    const m = model.atInputSize(h, w);
+    try {
+      resized = { model: m, info: m.info() };
+    } catch (e) {
+      m.delete();
+      throw e;
+    }
+  }
+  return resized;
+}
+
+// A model's input x as RGBA at that model's size (what the network sees), for display; the
+// second argument is that model's info.
+function modelView(x, { imageH: h, imageW: w, channels: c, mean, std }) {
   const out = new Uint8ClampedArray(w * h * 4);
   for (let p = 0; p < w * h; p++) {
     for (let k = 0; k < 3; k++) {
@@ -210,32 +242,44 @@ const handlers = {
     return { out: { bytes, storage: info.storedInt8 ? 'int8' : 'f32' }, transfer: [bytes.buffer] };
   },
 
-  // Decodes an image and makes its engine Input: { image: id, predictions (by class), width,
-  // height (the file's), view (RGBA at the model's size: what the network sees), ms }.
-  async prepare({ source }) {
+  // Decodes an image and makes its engine Input at `inputSize` ('model': the model's own size;
+  // 'aspect': the image's aspect): { image: id, predictions (by class), width, height (the
+  // file's), info (the model that saw it: its imageH × imageW and tokens are the input's), aspect
+  // ([h, w] the engine gives for the image's aspect), view (RGBA at info's size: what the network
+  // sees), ms, and sizeError ({ code, message }) when the resized model could not be made }.
+  async prepare({ source, inputSize = 'model' }) {
     needModel();
     const blob = source.blob ?? new Blob([await sourceBytes(source, 'the image')]);
     const { rgba, width, height } = await decodeRGBA(blob);
+    if (inputSize !== 'model' && inputSize !== 'aspect') throw fail('bad_argument', `inputSize is 'model' or 'aspect', not '${inputSize}'`);
+    const aspect = model.aspectInputSize(height, width);
+    let seen = { model, info };
+    let sizeError;
+    try {
+      seen = modelFor(inputSize, aspect);
+    } catch (e) {
+      sizeError = toErr(e);
+    }
     const t0 = performance.now();
-    const x = model.prepareRGBA(rgba, width, height);
-    const predictions = x.predict(info.classes);
+    const x = seen.model.prepareRGBA(rgba, width, height);
+    const predictions = x.predict(seen.info.classes);
     const ms = performance.now() - t0;
     const image = nextImage++;
-    inputs.set(image, x);
-    const view = modelView(x.tensor());
+    inputs.set(image, { x, info: seen.info });
+    const view = modelView(x.tensor(), seen.info);
     predictions.sort((a, b) => a.class - b.class);
-    return { out: { image, predictions, width, height, view, ms }, transfer: [view.buffer] };
+    return { out: { image, predictions, width, height, info: seen.info, aspect, view, ms, sizeError }, transfer: [view.buffer] };
   },
 
   // Deletes an image's Input (unknown ids are ignored: releasing twice is harmless).
   async release({ image }) {
-    inputs.get(image)?.delete();
+    inputs.get(image)?.x.delete();
     inputs.delete(image);
     return { out: {} };
   },
 
   async explain({ image, method, options, cancelFlag }) {
-    const x = inputOf(image);
+    const { x } = inputOf(image);
     const t0 = performance.now();
     const long = registry.find((m) => m.name === method)?.longRunning;
     const plain = options && typeof options === 'object' && !Array.isArray(options);
@@ -247,7 +291,7 @@ const handlers = {
 
   // The teaching views: per block, per head, A and (when `grads`) ∂y_t/∂A of the image.
   async teach({ image, target = -1, grads = false }) {
-    const x = inputOf(image);
+    const { x } = inputOf(image);
     const attn = x.attention();
     const g = grads ? x.attentionGrads(target) : null;
     const transfer = [];
@@ -259,23 +303,23 @@ const handlers = {
   // the attribution tree { root, nodes, edges: [{ from, to, block, score }] } and the head scores
   // { attattr, attention, taylor } (depth × heads).
   async attattr({ image, attattr, target = -1, threshold = 0.4 }) {
-    const x = inputOf(image);
+    const { x } = inputOf(image);
     return { out: { tree: x.attrTree({ attattr, target, threshold }), heads: x.headScores({ attattr, target }) } };
   },
 
   // The perturbation test of the image by the engine (what `vitlens eval` runs): pixels ranked by
-  // `map` (H×W at the model's size) are set to black, floor(n·k/10) of them for k = 0…9, most
+  // `map` (H×W at the size of the model that saw the image) are set to black, floor(n·k/10) of them for k = 0…9, most
   // relevant first ("positive") and least relevant first ("negative"). Per order: the engine's
   // curve (fraction, removed, top, prob, logit, correct, aucProb, aucAccuracy) and the perturbed
   // images as RGBA (views).
   async perturb({ image, map, target = -1 }) {
-    const x = inputOf(image);
+    const { x, info: seen } = inputOf(image);
     const t0 = performance.now();
     const out = { steps: [], ms: 0 };
     const transfer = [];
     for (const order of ['positive', 'negative']) {
       const { inputs: perturbed, ...curve } = x.perturbation(map, { positive: order === 'positive', target, inputs: true });
-      const views = perturbed.map(modelView);
+      const views = perturbed.map((p) => modelView(p, seen));
       for (const v of views) transfer.push(v.buffer);
       out.steps.push({ order, ...curve, views });
     }

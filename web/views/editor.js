@@ -24,14 +24,16 @@ export function createEditorView(app) {
     editor.load(image.bitmap, scaleOf(image));
     updateButtons();
   });
-  // The brush size and the arrow keys' step are in pixels of the model's input.
+  // The brush size and the arrow keys' step are in pixels of the model's input (at the size the
+  // image was classified at: the model's, or the image's aspect).
   on('model-changed', () => {
     if (app.image) editor.scale = scaleOf(app.image);
   });
+  on('predicted', () => { editor.scale = scaleOf(app.image); });
 
   // Image pixels per pixel of the model's input.
   function scaleOf(image) {
-    return image.bitmap.width / (app.info?.imageW ?? image.bitmap.width);
+    return image.bitmap.width / ((app.inputInfo ?? app.info)?.imageW ?? image.bitmap.width);
   }
 
   const canvas = $('main-canvas');

@@ -1,8 +1,9 @@
 // explanation.js — the "Explanation" panel: the image with the current method's map drawn over
 // it, the colour bar, the raw token map, the display controls (opacity, threshold, colour map),
-// the timing line and the progress bar with Cancel for long methods. Owns the main explain
-// request, the explanation drawn, the query token and the display settings; another model drops
-// the explanation and the query (they index the previous model's classes and tokens).
+// the timing line, the input size explained at and the progress bar with Cancel for long
+// methods. Owns the main explain request, the explanation drawn, the query token and the display
+// settings; another model, or another input size (app.inputInfo), drops the explanation and the
+// query (they index the previous classes and tokens).
 import { emit, on } from '../events.js';
 import { drawColorbar, drawGrid, drawOverlay, formatNumber, minMax } from '../render.js';
 import { patchToken, tokenLayout, tokenPatch } from '../tokens.js';
@@ -13,6 +14,7 @@ export function createExplanationView(app) {
   let pending = null; // the pending main explain request
   let progress = null; // the long main explain running: { id, name, flag }
   let firstShown = false;
+  let inputSize = ''; // the input size ("h×w") of the explanation and query kept
 
   on('model-changed', ({ reloaded }) => {
     if (reloaded) return;
@@ -20,10 +22,20 @@ export function createExplanationView(app) {
     app.query = 0;
     $('timing').textContent = '';
     $('grid-size').textContent = '';
+    $('input-note').textContent = '';
+    inputSize = '';
     for (const c of [$('token-map'), $('colorbar')]) c.getContext('2d').clearRect(0, 0, c.width, c.height);
     draw();
   });
-  on('predicted', () => draw());
+  on('predicted', () => {
+    const size = `${app.inputInfo.imageH}×${app.inputInfo.imageW}`;
+    if (size !== inputSize) {
+      inputSize = size;
+      app.explanation = null; // an edited image's previous map, on the previous grid
+      app.query = 0;
+    }
+    draw();
+  });
   on('method-changed', () => explain());
   on('options-changed', () => explain());
 
@@ -146,6 +158,8 @@ export function createExplanationView(app) {
     const m = app.methodInfo(ex?.method);
     c.dataset.method = ex ? ex.method : '';
     c.dataset.target = ex ? String(ex.target) : '';
+    c.dataset.input = ex ? `${ex.height}x${ex.width}` : '';
+    c.dataset.grid = ex ? `${ex.gridH}x${ex.gridW}` : '';
     $('view-title').textContent = ex ? `— ${ex.method}, class “${app.className(ex.target)}”${m && !m.classSpecific ? ' (does not depend on the class)' : ''}` : '';
     // A gallery scene's items are named only when they are classes of the loaded model (the
     // gallery was made for the shipped one).
@@ -162,11 +176,21 @@ export function createExplanationView(app) {
     fitCanvas(tm, ex.gridW, ex.gridH, 128);
     drawGrid(tm, ex.tokenMap, ex.gridW, ex.gridH, { cmap: display.cmap });
     $('grid-size').textContent = `(${ex.gridH}×${ex.gridW})`;
+    $('input-note').textContent = inputNote(ex);
+  }
+
+  // The size the map was explained at: the model's own, or the image's aspect with pos_embed
+  // resampled from the checkpoint's grid.
+  function inputNote(ex) {
+    const at = `Explained at ${ex.height}×${ex.width} pixels (height × width), ${ex.gridH}×${ex.gridW} patches`;
+    const [ch, cw] = app.inputInfo.checkpointGrid;
+    if (ex.height === app.info.imageH && ex.width === app.info.imageW) return `${at}: the model’s own input size.`;
+    return `${at}: the image’s aspect; pos_embed resampled from the checkpoint’s ${ch}×${cw} grid.`;
   }
 
   // Outlines the query's patch (nothing when the query is a prefix token such as CLS).
   function outlinePatch(canvas) {
-    const layout = tokenLayout(app.info);
+    const layout = tokenLayout(app.inputInfo);
     const p = tokenPatch(layout, app.query);
     if (p < 0) return;
     const cw = canvas.width / layout.gridW;
@@ -189,7 +213,7 @@ export function createExplanationView(app) {
   // The patch under a pointer event on the main canvas becomes the query.
   function queryAt(event) {
     if (!app.explanation) return;
-    const layout = tokenLayout(app.info);
+    const layout = tokenLayout(app.inputInfo);
     const r = event.currentTarget.getBoundingClientRect();
     const gx = Math.floor(((event.clientX - r.left) / r.width) * layout.gridW);
     const gy = Math.floor(((event.clientY - r.top) / r.height) * layout.gridH);
@@ -200,7 +224,7 @@ export function createExplanationView(app) {
   // Moves the query patch by (dx, dy) patches; from a prefix token (CLS) it starts at patch 0.
   function moveQuery(dx, dy) {
     if (!app.explanation) return;
-    const layout = tokenLayout(app.info);
+    const layout = tokenLayout(app.inputInfo);
     const q = Math.max(0, tokenPatch(layout, app.query));
     const gx = Math.min(layout.gridW - 1, Math.max(0, (q % layout.gridW) + dx));
     const gy = Math.min(layout.gridH - 1, Math.max(0, Math.floor(q / layout.gridW) + dy));

@@ -63,10 +63,10 @@ export function createOptionsView(app) {
     return o;
   }
 
-  // A constant baseline image as the engine wants it: C×H×W, normalised, from a value `v` in
-  // [0, 1] pixel space.
+  // A constant baseline image as the engine wants it: C×H×W at the input's size, normalised, from
+  // a value `v` in [0, 1] pixel space.
   function baselineTensor(v) {
-    const { imageH: h, imageW: w, channels: c, mean, std } = app.info;
+    const { imageH: h, imageW: w, channels: c, mean, std } = app.inputInfo;
     const x = new Float32Array(c * h * w);
     for (let ch = 0; ch < c; ch++) x.fill((v - mean[ch]) / std[ch], ch * h * w, (ch + 1) * h * w);
     return x;

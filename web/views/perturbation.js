@@ -21,9 +21,9 @@ export function createPerturbationView(app) {
   }
 
   async function run(ex) {
-    const { imageW: w, imageH: h } = app.info;
+    const { imageW: w, imageH: h } = app.inputInfo;
     if (ex.width !== w || ex.height !== h) {
-      clear(`(the map is ${ex.width}×${ex.height}, not the model’s ${w}×${h}: not computed)`);
+      clear(`(the map is ${ex.width}×${ex.height}, not the input’s ${w}×${h}: not computed)`);
       return;
     }
     if (pending) app.client.cancel(pending.id);
@@ -54,7 +54,7 @@ export function createPerturbationView(app) {
       `${aucN.toFixed(1)} least relevant first (higher is better); ${out.ms.toFixed(0)} ms for 20 forward passes`;
     const strips = $('faith-strips');
     strips.replaceChildren();
-    const { imageW: w, imageH: h } = app.info;
+    const { imageW: w, imageH: h } = app.inputInfo;
     for (const curve of out.steps) {
       const row = document.createElement('div');
       row.className = 'faith-strip';

@@ -1,8 +1,10 @@
 // prediction.js — the "Prediction" panel: classifies the current image in the worker, shows the
 // class scores (click one to explain it) and what the model sees. Owns the prediction: the
-// scores, the class explained, the image's handle in the worker, and the image version the other
-// views key their requests on. Another model drops all of them (its classes are others, and the
-// worker released the image's handle) until the image is classified again.
+// scores, the class explained, the image's handle in the worker, the description of the model
+// that saw the image (the loaded one, or at the image's aspect its resized copy: its size, grid
+// and tokens are the input's), and the image version the other views key their requests on.
+// Another model drops all of them (its classes are others, and the worker released the image's
+// handle) until the image is classified again.
 import { emit, on } from '../events.js';
 import { $, fitCanvas } from './util.js';
 
@@ -22,6 +24,7 @@ export function createPredictionView(app) {
     app.predictions = [];
     app.target = -1;
     app.imageId = null;
+    app.inputInfo = null;
     $('scores').replaceChildren();
   });
 
@@ -38,7 +41,7 @@ export function createPredictionView(app) {
     app.setStatus(`Classifying ${app.image.name}…`);
     let out;
     try {
-      out = await app.call('prepare', { source: { blob: app.image.blob } });
+      out = await app.call('prepare', { source: { blob: app.image.blob }, inputSize: app.inputSize });
     } catch (e) {
       app.showError(`Could not classify ${app.image.name}`, e);
       return;
@@ -46,6 +49,8 @@ export function createPredictionView(app) {
     // The new handle replaces the old one, which the worker frees (requests for it were cancelled).
     if (app.imageId !== null) app.call('release', { image: app.imageId }).catch(() => {});
     app.imageId = out.image;
+    app.inputInfo = out.info;
+    checkSize(out);
     app.mark('predicted');
     app.imageVersion++;
     app.predictions = out.predictions;
@@ -54,7 +59,7 @@ export function createPredictionView(app) {
     if (!app.editor.edited) app.explanation = null;
     drawModelInput(out.view);
     renderScores();
-    emit('predicted', { predictions: out.predictions, view: out.view });
+    emit('predicted', { predictions: out.predictions, view: out.view, aspect: out.aspect });
     const done = main.explain();
     // The grid (long methods included) queues behind the main view's explanation, per-head views and
     // perturbation curve, which are requested as soon as the explanation arrives.
@@ -66,13 +71,21 @@ export function createPredictionView(app) {
   // old worker's handles went with it.
   async function restore() {
     app.imageId = null;
-    const out = await app.call('prepare', { source: { blob: app.image.blob } });
+    const out = await app.call('prepare', { source: { blob: app.image.blob }, inputSize: app.inputSize });
     app.imageId = out.image;
+    app.inputInfo = out.info;
     app.predictions = out.predictions;
+    checkSize(out);
+  }
+
+  // The image was asked for at its aspect but the worker could not resize the model: it was
+  // classified at the model's size, which the page keeps.
+  function checkSize(out) {
+    if (out.sizeError) app.views.inputSize.fallBack(out.aspect, out.sizeError);
   }
 
   function drawModelInput(view) {
-    const { imageW: w, imageH: h } = app.info;
+    const { imageW: w, imageH: h } = app.inputInfo;
     const small = document.createElement('canvas');
     small.width = w;
     small.height = h;

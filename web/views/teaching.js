@@ -2,7 +2,8 @@
 // rollout factor and product; the chosen block's per-head views; for AttAttr the head-importance
 // grid and the attribution tree; for LRP methods Σ relevance layer by layer. Owns the block
 // stepped to and the per-head data fetched for the current image; another model starts again at
-// block 0 with no per-head data (its blocks, heads and tokens are its own: ../tokens.js).
+// block 0 with no per-head data (its blocks, heads and tokens are its own: ../tokens.js). The
+// maps are over the grid of the input (app.inputInfo: the image's aspect, when chosen).
 import { on } from '../events.js';
 import { drawGrid, formatNumber } from '../render.js';
 import { drawTree, lineChart } from '../teach.js';
@@ -41,7 +42,7 @@ export function createTeachingView(app) {
     const box = $('teach');
     box.replaceChildren();
     const blocks = ex?.intermediates?.blocks ?? [];
-    const layout = app.info ? tokenLayout(app.info) : null;
+    const layout = app.inputInfo ? tokenLayout(app.inputInfo) : null;
     $('teach-query').textContent = layout ? `query: ${tokenName(layout, app.query)}` : '';
     const rows = [
       ['attn', 'A_b', 'attention, softmax(q·kᵀ/√d_h), mean over heads'],
@@ -110,7 +111,7 @@ export function createTeachingView(app) {
     if (!ex || !app.info) return;
     const td = headsOf(ex);
     const b = Math.min(teachBlock, app.info.depth - 1);
-    const layout = tokenLayout(app.info);
+    const layout = tokenLayout(app.inputInfo);
     const q = app.query;
     const qrow = (mat) => patchRow(mat, layout, q);
     if (td?.attn?.[b]) {
