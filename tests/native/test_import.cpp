@@ -517,6 +517,15 @@ TEST_CASE("the importer refuses what the engine does not implement, naming it", 
     no_key.erase("no_embed_class");
     expect_error(timm, no_key, ErrorCode::bad_shape, "say \"no_embed_class\": true");
     expect_error(vit, with(vit_cfg, {{"intermediate_size", 32}, {"mlp_ratio", 4}}), ErrorCode::bad_config, "disagrees with hidden_size · mlp_ratio");
+    json no_dim = clip_cfg;  // CLIP's dimensions are read from vision_config, and named so
+    no_dim["vision_config"].erase("hidden_size");
+    expect_error(clip, no_dim, ErrorCode::bad_config, "'vision_config.hidden_size' is missing");
+    no_dim = clip_cfg;
+    no_dim["vision_config"]["use_relative_position_bias"] = true;
+    expect_error(clip, no_dim, ErrorCode::bad_config, "relative position bias");
+    no_dim = clip_cfg;
+    no_dim["vision_config"]["layer_scale_init"] = 0.1;
+    expect_error(clip, no_dim, ErrorCode::bad_config, "key 'vision_config.layer_scale_init' is not one vitlens knows");
     expect_error(vit, with(vit_cfg, {{"num_labels", 7}}), ErrorCode::bad_config, "'num_labels' 7 disagrees with the 3 classes of the labels of id2label");
   }
   SECTION("tensors of features vitlens lacks, or missing in some blocks") {

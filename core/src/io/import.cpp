@@ -163,7 +163,7 @@ class Keys {
  public:
   // `where` prefixes the keys in messages ("vision_config." for CLIP's vision tower).
   explicit Keys(const json& j, std::string where = "") : j_(j), where_(std::move(where)) {}
-  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  const std::string& where() const { return where_; }
   const json* get(const char* key) {
     used_.insert(key);
     auto it = j_.find(key);
@@ -172,24 +172,24 @@ class Keys {
   std::optional<int> integer(const char* key) {
     const json* v = get(key);
     if (!v) return std::nullopt;
-    if (!v->is_number_integer()) config_error(std::string("'") + key + "' must be an integer");
+    if (!v->is_number_integer()) config_error("'" + where_ + key + "' must be an integer");
     return clamp(v->get<int64_t>());
   }
   int required_int(const char* key) {
     const std::optional<int> v = integer(key);
-    if (!v) config_error(std::string("'") + key + "' is missing");
+    if (!v) config_error("'" + where_ + key + "' is missing");
     return *v;
   }
   std::optional<bool> boolean(const char* key) {
     const json* v = get(key);
     if (!v) return std::nullopt;
-    if (!v->is_boolean()) config_error(std::string("'") + key + "' must be true or false");
+    if (!v->is_boolean()) config_error("'" + where_ + key + "' must be true or false");
     return v->get<bool>();
   }
   std::optional<std::string> string(const char* key) {
     const json* v = get(key);
     if (!v) return std::nullopt;
-    if (!v->is_string()) config_error(std::string("'") + key + "' must be a string");
+    if (!v->is_string()) config_error("'" + where_ + key + "' must be a string");
     return v->get<std::string>();
   }
   // Every key not read must be harmless; known features get their own reason.
@@ -322,9 +322,10 @@ int int_value(const json& v, const char* key) {
 // The model's dimensions and activation from `k` (the top level, or CLIP's vision_config).
 void read_dimensions(Keys& k, Declared& d) {
   Config& c = d.cfg;
+  const std::string W = k.where();  // "vision_config." for CLIP
   if (const json* size = k.get("image_size")) {
     if (size->is_array()) {
-      if (size->size() != 2) config_error("'image_size' must be an integer or [height, width]");
+      if (size->size() != 2) config_error("'" + W + "image_size' must be an integer or [height, width]");
       c.image_h = int_value((*size)[0], "image_size");
       c.image_w = int_value((*size)[1], "image_size");
     } else {
@@ -339,7 +340,7 @@ void read_dimensions(Keys& k, Declared& d) {
       c.patch = int_value(*p, "patch_size");
     }
   } else {
-    config_error("'patch_size' is missing");
+    config_error("'" + W + "patch_size' is missing");
   }
   c.channels = k.integer("num_channels").value_or(3);
   c.dim = k.required_int("hidden_size");
@@ -347,7 +348,7 @@ void read_dimensions(Keys& k, Declared& d) {
   c.heads = k.required_int("num_attention_heads");
   const std::optional<int> inter = k.integer("intermediate_size");
   if (const json* r = k.get("mlp_ratio")) {
-    if (!r->is_number() || !(r->get<double>() > 0.0) || r->get<double>() > 1e6) config_error("'mlp_ratio' must be a positive number");
+    if (!r->is_number() || !(r->get<double>() > 0.0) || r->get<double>() > 1e6) config_error("'" + W + "mlp_ratio' must be a positive number");
     d.mlp_ratio_dim = Keys::clamp(int64_t(double(c.dim) * r->get<double>()));  // int(hidden · ratio), as HF and timm
   }
   if (inter && d.mlp_ratio_dim && *inter != *d.mlp_ratio_dim)
@@ -355,7 +356,7 @@ void read_dimensions(Keys& k, Declared& d) {
                  std::to_string(*d.mlp_ratio_dim));
   if (inter) c.mlp_dim = *inter;
   else if (d.mlp_ratio_dim) c.mlp_dim = *d.mlp_ratio_dim;
-  else config_error("'intermediate_size' (or 'mlp_ratio') is missing");
+  else config_error("'" + W + "intermediate_size' (or 'mlp_ratio') is missing");
   if (const json* eps = k.get("layer_norm_eps")) {
     if (!eps->is_number()) config_error("layer_norm_eps must be a number");
     c.ln_eps = eps->get<float>();
