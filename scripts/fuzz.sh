@@ -65,6 +65,16 @@ write_totals() {
   mv fuzz/runs.md.new fuzz/runs.md
 }
 
+# fuzz/runs.md: a new row goes right after the last row of the log table (not at the end of the
+# file, where the findings section is).
+append_log_row() {
+  awk -v row="$1" '
+    NR == FNR { if ($0 ~ /^[|] 20[0-9][0-9]-/) last = FNR; next }
+    { print } FNR == last { print row }
+    END { if (!last) print row }' fuzz/runs.md fuzz/runs.md > fuzz/runs.md.new
+  mv fuzz/runs.md.new fuzz/runs.md
+}
+
 if [ "$build" = 1 ]; then
   launcher=()
   if command -v ccache > /dev/null; then
@@ -132,8 +142,9 @@ for t in "${targets[@]}"; do
   grep -E "^#[0-9]+[[:space:]]+DONE|ERROR|SUMMARY|stat::peak_rss_mb" "$out" || true
   echo "   $done_runs runs in $elapsed s: $rate exec/s, exit $status, $found new finding(s)"
   if [ "$log" = 1 ]; then
-    printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(date -u +%Y-%m-%d)" "$t" "$done_runs" "$elapsed" "$rate" \
-      "$cpu" "$found" "$commit" >> fuzz/runs.md
+    row=$(printf '| %s | %s | %s | %s | %s | %s | %s | %s |' "$(date -u +%Y-%m-%d)" "$t" "$done_runs" "$elapsed" \
+      "$rate" "$cpu" "$found" "$commit")
+    append_log_row "$row"
     write_totals
   fi
   if [ "$merge" = 1 ]; then
