@@ -4,9 +4,12 @@
 // method's closed-form integrated gradients.
 //
 // The element-wise maps use Eigen's vectorised erf / tanh / exp (rational approximations accurate
-// to a few ulp in float32), which keeps the MLP activation off the profile in wasm.
+// to a few ulp in float32), which keeps the MLP activation off the profile in wasm. They write
+// straight into the output's storage: the activation is on every block's hot path, and a plain
+// model (exact GELU) does exactly the work of the GELU-only layer this file replaced.
 #include "vitlens/layers/layers.h"  // first: vitlens/tensor.h configures Eigen for wasm
 
+#include <cassert>
 #include <cmath>
 #include <unsupported/Eigen/SpecialFunctions>
 
@@ -19,15 +22,67 @@ constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kTanhCubic = 0.044715;
 constexpr double kQuick = 1.702;
 
+double gelu_d(double x) { return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2)); }
+double gelu_tanh_d(double x) {
+  return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kTanhCubic * x * x * x)));
+}
+double quick_gelu_d(double x) { return x / (1.0 + std::exp(-kQuick * x)); }
+
 double act_scalar(double x, Activation a) {
   switch (a) {
-    case Activation::gelu: return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2));
-    case Activation::gelu_tanh:
-      return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kTanhCubic * x * x * x)));
-    case Activation::quick_gelu: return x / (1.0 + std::exp(-kQuick * x));
+    case Activation::gelu: return gelu_d(x);
+    case Activation::gelu_tanh: return gelu_tanh_d(x);
+    case Activation::quick_gelu: return quick_gelu_d(x);
   }
   return x;
 }
+
+// y = f(x) element by element (the choice of f made once, outside the loop).
+template <typename F>
+void map_elements(MatD& y, const MatD& x, F f) {
+  y.resize(x.rows(), x.cols());
+  const double* src = x.data();
+  double* dst = y.data();
+  for (Eigen::Index i = 0; i < x.size(); ++i) dst[i] = f(src[i]);
+}
+
+// y = act(x) elementwise (Eigen's vectorised erf / tanh / exp). y and x are float arrays of one
+// shape (expressions over a Mat's storage, or 1×1 arrays); y may be x.
+template <typename Y, typename X>
+void act_value(Y&& y, const X& x, Activation a) {
+  switch (a) {
+    case Activation::gelu: y = 0.5f * x * (1.0f + (x * float(kInvSqrt2)).erf()); return;
+    case Activation::gelu_tanh:
+      y = 0.5f * x * (1.0f + (float(kSqrt2OverPi) * (x + float(kTanhCubic) * x.cube())).tanh());
+      return;
+    case Activation::quick_gelu: y = x / (1.0f + (float(-kQuick) * x).exp()); return;
+  }
+}
+
+// dx = dy ⊙ act′(x): gelu′ = Φ(x) + x·φ(x); gelu_tanh′ = ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3c·x²)
+// with t = tanh(√(2/π)(x + c·x³)); quick′ = σ(kx) + kx·σ(kx)(1 − σ(kx)). The tanh and the
+// sigmoid, read twice, go to dx first and are then overwritten element by element, so dx must
+// not be dy or x.
+template <typename DX, typename DY, typename X>
+void act_grad(DX&& dx, const DY& dy, const X& x, Activation a) {
+  switch (a) {
+    case Activation::gelu:
+      dx = dy * (0.5f * (1.0f + (x * float(kInvSqrt2)).erf()) +
+                 x * float(kInvSqrt2Pi) * (-0.5f * x.square()).exp());
+      return;
+    case Activation::gelu_tanh:
+      dx = (float(kSqrt2OverPi) * (x + float(kTanhCubic) * x.cube())).tanh();  // t
+      dx = dy * (0.5f * (1.0f + dx) + 0.5f * x * (1.0f - dx.square()) * float(kSqrt2OverPi) *
+                                          (1.0f + float(3 * kTanhCubic) * x.square()));
+      return;
+    case Activation::quick_gelu:
+      dx = 1.0f / (1.0f + (float(-kQuick) * x).exp());  // σ(kx)
+      dx = dy * (dx + float(kQuick) * x * dx * (1.0f - dx));
+      return;
+  }
+}
+
+using Arr1 = Eigen::Array<float, 1, 1>;  // one value, on the stack
 
 }  // namespace
 
@@ -38,74 +93,36 @@ float gelu_grad(float x) {
          x * float(kInvSqrt2Pi) * std::exp(-0.5f * x * x);
 }
 
-namespace {
-
-using ArrF = Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-// act(x) elementwise (Eigen's vectorised erf / tanh / exp).
-void act_value(ArrF& y, const ArrF& x, Activation a) {
-  switch (a) {
-    case Activation::gelu: y = 0.5f * x * (1.0f + (x * float(kInvSqrt2)).erf()); return;
-    case Activation::gelu_tanh:
-      y = 0.5f * x * (1.0f + (float(kSqrt2OverPi) * (x + float(kTanhCubic) * x.cube())).tanh());
-      return;
-    case Activation::quick_gelu: y = x / (1.0f + (float(-kQuick) * x).exp()); return;
-  }
-}
-
-// act′(x): gelu′ = Φ(x) + x·φ(x); gelu_tanh′ = ½(1 + t) + ½x(1 − t²)·√(2/π)(1 + 3c·x²) with
-// t = tanh(√(2/π)(x + c·x³)); quick′ = σ(kx) + kx·σ(kx)(1 − σ(kx)).
-void act_grad(ArrF& g, const ArrF& x, Activation a) {
-  switch (a) {
-    case Activation::gelu:
-      g = 0.5f * (1.0f + (x * float(kInvSqrt2)).erf()) + x * float(kInvSqrt2Pi) * (-0.5f * x.square()).exp();
-      return;
-    case Activation::gelu_tanh: {
-      const ArrF t = (float(kSqrt2OverPi) * (x + float(kTanhCubic) * x.cube())).tanh();
-      g = 0.5f * (1.0f + t) +
-          0.5f * x * (1.0f - t.square()) * float(kSqrt2OverPi) * (1.0f + float(3 * kTanhCubic) * x.square());
-      return;
-    }
-    case Activation::quick_gelu: {
-      const ArrF sg = 1.0f / (1.0f + (float(-kQuick) * x).exp());
-      g = sg + float(kQuick) * x * sg * (1.0f - sg);
-      return;
-    }
-  }
-}
-
-}  // namespace
-
 float activation(float x, Activation a) {
-  ArrF v = ArrF::Constant(1, 1, x), y;
-  act_value(y, v, a);
+  Arr1 y;
+  act_value(y, Arr1::Constant(x), a);
   return y(0, 0);
 }
 
 float activation_grad(float x, Activation a) {
-  ArrF v = ArrF::Constant(1, 1, x), g;
-  act_grad(g, v, a);
+  Arr1 g;
+  act_grad(g, Arr1::Ones(), Arr1::Constant(x), a);
   return g(0, 0);
 }
 
 void activation_forward(Mat& y, const Mat& x, Activation a) {
-  ArrF out;
-  act_value(out, x.array(), a);
-  y = out.matrix();
+  y.resize(x.rows(), x.cols());
+  act_value(y.array(), x.array(), a);
 }
 
 void activation_backward(Mat& dx, const Mat& dy, const Mat& x, Activation a) {
-  ArrF g;
-  act_grad(g, x.array(), a);
-  dx = (dy.array() * g).matrix();
+  assert(&dx != &dy && &dx != &x);
+  dx.resize(x.rows(), x.cols());
+  act_grad(dx.array(), dy.array(), x.array(), a);
 }
 
 // In double with the C library's erf / tanh / exp, element by element (the relevance pass's forward).
 void activation_forward(MatD& y, const MatD& x, Activation a) {
-  y.resize(x.rows(), x.cols());
-  const double* src = x.data();
-  double* dst = y.data();
-  for (Eigen::Index i = 0; i < x.size(); ++i) dst[i] = act_scalar(src[i], a);
+  switch (a) {
+    case Activation::gelu: map_elements(y, x, gelu_d); return;
+    case Activation::gelu_tanh: map_elements(y, x, gelu_tanh_d); return;
+    case Activation::quick_gelu: map_elements(y, x, quick_gelu_d); return;
+  }
 }
 
 // act(h)/h, with its limit act′(0) = ½ (all three) where |h| < 1e-12.

@@ -40,22 +40,23 @@ void block_output_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, 
 
 namespace {
 
-// y = a + γ ⊙ b per row (LayerScale), or a + b without it (γ empty).
+// y = a + γ ⊙ b per row (LayerScale), or a + b without it (γ empty): one pass either way.
 template <typename T>
 void add_scaled(MatT<T>& y, const MatT<T>& a, const MatT<T>& b, const Vec& gamma) {
   if (gamma.size() == 0) {
     y = a + b;
     return;
   }
-  const Eigen::Array<T, 1, Eigen::Dynamic> g = gamma.cast<T>().transpose().array();
-  y = a;
-  y.array() += b.array().rowwise() * g;
+  y = (a.array() + b.array().rowwise() * gamma.transpose().array().template cast<T>()).matrix();
 }
 
-// dy ⊙ γ per row, into `out` (the gradient at a LayerScale's input).
+// dy ⊙ γ per row, into `out` (the gradient at a LayerScale's input); dy itself without γ.
 void scale_rows(Mat& out, const Mat& dy, const Vec& gamma) {
-  out = dy;
-  if (gamma.size()) out.array().rowwise() *= gamma.transpose().array();
+  if (gamma.size() == 0) {
+    out = dy;
+    return;
+  }
+  out = (dy.array().rowwise() * gamma.transpose().array()).matrix();
 }
 
 }  // namespace

@@ -115,12 +115,11 @@ void propagate_head(RelevancePass& pass, const Model& m, const TraceD& t, const 
   }
 }
 
-// γ ⊙ branch per row, or the branch itself without LayerScale.
-MatD scaled(const MatD& branch, const Vec& gamma) {
+// γ ⊙ branch per row (formed in buf), or the branch itself, not copied, without LayerScale.
+const MatD& scaled(MatD& buf, const MatD& branch, const Vec& gamma) {
   if (gamma.size() == 0) return branch;
-  MatD out = branch;
-  out.array().rowwise() *= gamma.cast<double>().transpose().array();
-  return out;
+  buf = (branch.array().rowwise() * gamma.transpose().array().cast<double>()).matrix();
+  return buf;
 }
 
 // Through block b: pass.r at the block's output → pass.r at its input.
@@ -132,8 +131,9 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   LrpScratch& s = pass.scratch;
   const std::string pre = "blocks." + std::to_string(b) + ".";
   MatD r_res, r_branch, r_tmp, r_tmp2;  // (n, d) or (n, mlp)
+  MatD branch_scaled;                   // (n, d) γ ⊙ branch, LayerScale only
   // x_{b+1} = x' + γ2 ⊙ f; LayerScale passes the branch's relevance to f unchanged
-  add_relevance(r_res, r_branch, pass.r, bt.x_mid, scaled(bt.mlp_out, w.ls2), rules.add);
+  add_relevance(r_res, r_branch, pass.r, bt.x_mid, scaled(branch_scaled, bt.mlp_out, w.ls2), rules.add);
   log_layer(rep, pre + "add2", pass.r.sum(), r_res.sum() + r_branch.sum());
   linear_relevance(r_tmp, r_branch, bt.act, bt.mlp_out, w.fc2_w, w.fc2_b, rules.linear, s);
   log_layer(rep, pre + "mlp.fc2", r_branch.sum(), r_tmp.sum());
@@ -145,7 +145,7 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   r_res += r_tmp;  // x' feeds both the residual and LN2: the branch relevances add
   log_layer(rep, pre + "clone2", r_res.sum(), r_res.sum());
   // x' = x_b + γ1 ⊙ o
-  add_relevance(r_tmp, r_branch, r_res, bt.x, scaled(bt.attn_out, w.ls1), rules.add);
+  add_relevance(r_tmp, r_branch, r_res, bt.x, scaled(branch_scaled, bt.attn_out, w.ls1), rules.add);
   log_layer(rep, pre + "add1", r_res.sum(), r_tmp.sum() + r_branch.sum());
   MatD r_ctx, r_qkv;  // (n, d), (n, 3d)
   linear_relevance(r_ctx, r_branch, bt.ctx, bt.attn_out, w.proj_w, w.proj_b, rules.linear, s);

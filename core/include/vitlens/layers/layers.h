@@ -42,8 +42,9 @@ void layernorm_backward(Mat& dx, Vec* dw, Vec* db, const Mat& dy, const Mat& x, 
 // The MLP activation (activation.h); `gelu` is the exact x·Φ(x).
 float activation(float x, Activation a);
 float activation_grad(float x, Activation a);
-void activation_forward(Mat& y, const Mat& x, Activation a);
-void activation_forward(MatD& y, const MatD& x, Activation a);  // C library erf/tanh/exp
+void activation_forward(Mat& y, const Mat& x, Activation a);    // y may be x
+void activation_forward(MatD& y, const MatD& x, Activation a);  // C library erf/tanh/exp; y may be x
+// dx = dy ⊙ act′(x); dx must not be dy or x
 void activation_backward(Mat& dx, const Mat& dy, const Mat& x, Activation a);
 // act(h)/h in double, ½ (its limit) at h ≈ 0: the norm-based method's closed-form IG factor.
 double activation_ratio(double h, Activation a);
