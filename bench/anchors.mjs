@@ -11,8 +11,9 @@
 //                               Wolf, CVPR 2021), and a lean float32 version (bench/anchors_torch.py)
 // Before timing it checks that the same model is timed (every contestant's logits within 1e-4 of
 // the largest of vitlens's) and how far the PyTorch maps are from vitlens's (relative to the map's
-// largest magnitude). The contestants take turns in rounds (a shared machine's load falls on each
-// alike); figures are medians over every round, ratios come from the same run.
+// largest magnitude). The contestants take turns in rounds, in a rotating order (a shared machine's
+// load falls on each alike); times are medians over every round; a ratio is the median over the
+// rounds of the two contestants' medians in the same round (printed with its range).
 //
 //   cd bench && npm ci        (onnxruntime-web and onnxruntime-node, pinned: benchmarks only)
 //   node bench/anchors.mjs [--rounds 5] [--iters 8] [--ta-iters 3] [--no-native-ta] [--json]
@@ -282,17 +283,17 @@ async function main() {
     maps.vitlens_within_1e4_of_f64 = maps['ta-f64'].vs_vitlens <= 1e-4 && maps['ta-faithful-f64'].vs_vitlens <= 1e-4;
     if (!maps.vitlens_within_1e4_of_f64) log('WARNING: vitlens\'s transformer-attribution map is more than 1e-4 from float64');
 
-    // Contestants: [key, kind, run(n)]; kind picks the batch size.
+    // Contestants: [key, kind, run(n)]; kind picks the batch size. Those compared are neighbours.
     const contestants = [
       ['forward.chromium.vitlens_1t', 'fwd', vl1.run('forward')],
       ['forward.chromium.ort_web_1t', 'fwd', ort1.run],
       ['forward.chromium.vitlens_mt_2t', 'fwd', vl2.run('forward')],
       ['forward.chromium.ort_web_2t', 'fwd', ort2.run],
+      ['forward.native.vitlens_1t', 'native', (n) => [nativeBench(path.join(dir, 'model.vitl'), n, false).forward]],
       ['forward.native.pytorch_1t', 'fwd', async (n) => (await py.ask({ run: 'forward', n })).ms],
       ['forward.native.ort_node_1t', 'fwd', ortNode.run],
       // Not an anchor: whether this machine has a second core free (threads pay off only then).
       ['forward.native.ort_node_2t', 'fwd', ortNode2.run],
-      ['forward.native.vitlens_1t', 'native', (n) => [nativeBench(path.join(dir, 'model.vitl'), n, false).forward]],
       ['ta.chromium.vitlens_1t', 'ta', vl1.run('ta')],
       ['ta.native.pytorch_faithful_1t', 'ta', async (n) => (await py.ask({ run: 'ta-faithful', n })).ms],
       ['ta.native.pytorch_lean_1t', 'ta', async (n) => (await py.ask({ run: 'ta-lean', n })).ms],
@@ -300,28 +301,37 @@ async function main() {
     if (o.nativeTa) contestants.push(['ta.native.vitlens_1t', 'native-ta', (n) => [nativeBench(path.join(dir, 'model.vitl'), n, true).ta]]);
     const batch = { fwd: o.iters, native: o.iters, ta: o.taIters, 'native-ta': o.taIters };
     const times = Object.fromEntries(contestants.map(([k]) => [k, []]));
+    const perRound = Object.fromEntries(contestants.map(([k]) => [k, []])); // each round's median
     log('timing …');
     for (let r = 0; r < o.rounds; r++) {
       // Rotate the order each round so that no contestant always follows the same one.
       for (let i = 0; i < contestants.length; i++) {
         const [key, kind, run] = contestants[(i + r) % contestants.length];
-        times[key].push(...(await run(batch[kind])));
+        const ms = await run(batch[kind]);
+        times[key].push(...ms);
+        perRound[key].push(median(ms));
       }
       log(`round ${r + 1}/${o.rounds} done`);
     }
     const med = Object.fromEntries(Object.entries(times).map(([k, v]) => [k, +median(v).toFixed(2)]));
-    const ratio = (a, b) => +(med[a] / med[b]).toFixed(3);
-    const ratios = {
-      'forward, chromium: vitlens 1t / ORT-web 1t (goal ≤ 0.45)': ratio('forward.chromium.vitlens_1t', 'forward.chromium.ort_web_1t'),
-      'forward, chromium: vitlens-mt 2t / ORT-web 1t (goal ≤ 0.3)': ratio('forward.chromium.vitlens_mt_2t', 'forward.chromium.ort_web_1t'),
-      'forward, chromium: vitlens-mt 2t / ORT-web 2t': ratio('forward.chromium.vitlens_mt_2t', 'forward.chromium.ort_web_2t'),
-      'forward, native: vitlens / PyTorch': ratio('forward.native.vitlens_1t', 'forward.native.pytorch_1t'),
-      'forward, native: vitlens / onnxruntime-node': ratio('forward.native.vitlens_1t', 'forward.native.ort_node_1t'),
-      'transformer-attribution: vitlens chromium / PyTorch faithful (goal ≤ 0.5)': ratio('ta.chromium.vitlens_1t', 'ta.native.pytorch_faithful_1t'),
-      'transformer-attribution: vitlens chromium / PyTorch lean': ratio('ta.chromium.vitlens_1t', 'ta.native.pytorch_lean_1t'),
-      ...(o.nativeTa ? { 'transformer-attribution: vitlens native / PyTorch faithful': ratio('ta.native.vitlens_1t', 'ta.native.pytorch_faithful_1t') } : {}),
+    // A ratio pairs the two contestants' medians within each round (the load drifts between
+    // rounds more than within one), then takes the median over the rounds; the range shows the noise.
+    const paired = (a, b) => {
+      const rs = perRound[a].map((v, r) => v / perRound[b][r]);
+      return { median: +median(rs).toFixed(3), range: [+Math.min(...rs).toFixed(3), +Math.max(...rs).toFixed(3)] };
     };
-    const secondCore = +(med['forward.native.ort_node_1t'] / med['forward.native.ort_node_2t']).toFixed(2);
+    const pairs = [
+      ['forward, chromium: vitlens 1t / ORT-web 1t (goal ≤ 0.45)', 'forward.chromium.vitlens_1t', 'forward.chromium.ort_web_1t'],
+      ['forward, chromium: vitlens-mt 2t / ORT-web 1t (goal ≤ 0.3)', 'forward.chromium.vitlens_mt_2t', 'forward.chromium.ort_web_1t'],
+      ['forward, chromium: vitlens-mt 2t / ORT-web 2t', 'forward.chromium.vitlens_mt_2t', 'forward.chromium.ort_web_2t'],
+      ['forward, native: vitlens / PyTorch', 'forward.native.vitlens_1t', 'forward.native.pytorch_1t'],
+      ['forward, native: vitlens / onnxruntime-node', 'forward.native.vitlens_1t', 'forward.native.ort_node_1t'],
+      ['transformer-attribution: vitlens chromium / PyTorch faithful (goal ≤ 0.5)', 'ta.chromium.vitlens_1t', 'ta.native.pytorch_faithful_1t'],
+      ['transformer-attribution: vitlens chromium / PyTorch lean', 'ta.chromium.vitlens_1t', 'ta.native.pytorch_lean_1t'],
+      ...(o.nativeTa ? [['transformer-attribution: vitlens native / PyTorch faithful', 'ta.native.vitlens_1t', 'ta.native.pytorch_faithful_1t']] : []),
+    ].map(([label, a, b]) => [label, paired(a, b)]);
+    const ratios = Object.fromEntries(pairs.map(([label, r]) => [label, r.median]));
+    const secondCore = +(1 / paired('forward.native.ort_node_2t', 'forward.native.ort_node_1t').median).toFixed(2);
     const out = {
       date: new Date().toISOString().slice(0, 10),
       cpu: cpuModel(),
@@ -333,6 +343,7 @@ async function main() {
       median_ms: med,
       samples: Object.fromEntries(Object.entries(times).map(([k, v]) => [k, v.length])),
       ratios,
+      ratio_range_over_rounds: Object.fromEntries(pairs.map(([label, r]) => [label, r.range])),
       // onnxruntime-node's speed-up from a second thread: below 1, the second core was busy (a
       // fuzzer, builds) and the 2-thread figures say nothing about threading.
       second_core_check: { ort_node_1t_over_2t: secondCore, free: secondCore > 1.1 },
@@ -362,8 +373,11 @@ function printTable(out) {
   row('transformer-attribution, chromium, 1 thread', m['ta.chromium.vitlens_1t'],
     `PyTorch, original's steps: ${m['ta.native.pytorch_faithful_1t']}; lean: ${m['ta.native.pytorch_lean_1t']}`);
   if (m['ta.native.vitlens_1t'] !== undefined) row('transformer-attribution, native, 1 thread', m['ta.native.vitlens_1t'], '');
-  console.log('\n| ratio | |\n|---|---:|');
-  for (const [k, v] of Object.entries(out.ratios)) console.log(`| ${k} | ${v} |`);
+  console.log('\n| ratio (median over rounds of the paired medians) | |\n|---|---:|');
+  for (const [k, v] of Object.entries(out.ratios)) {
+    const [lo, hi] = out.ratio_range_over_rounds[k];
+    console.log(`| ${k} | ${v.toFixed(2)} (rounds: ${lo.toFixed(2)}–${hi.toFixed(2)}) |`);
+  }
   const sc = out.second_core_check;
   console.log(`\nonnxruntime-node, 1 thread / 2 threads: ${sc.ort_node_1t_over_2t}×` +
     (sc.free ? '' : ' — the second core was busy: the 2-thread figures say nothing about threading'));
