@@ -141,11 +141,12 @@ async function startOrtNode(onnxFile, x, threads) {
 
 // vitlens in a page: vitlens.js (plain page) or vitlens-mt.js (isolated). window.bench.forward(n)
 // times a forward pass of a new input (prepare + predict, as bench/chromium_bench.mjs), .ta(n)
-// a new input then one explain('transformer-attribution') (its backward and relevance passes).
-async function vitlensPage(browser, server, module, x) {
+// a new input then one explain('transformer-attribution') (its backward and relevance passes);
+// withTa: also its map, and warm that path up.
+async function vitlensPage(browser, server, module, x, withTa) {
   const page = await browser.newPage();
   await page.goto(`${server.url}models/none`);
-  const info = await page.evaluate(async ([module, xs]) => {
+  const info = await page.evaluate(async ([module, xs, withTa]) => {
     const { default: create } = await import(`/wasm/${module}`);
     const vl = await create();
     const model = vl.Model.fromBytes(new Uint8Array(await (await fetch('/models/model.vitl')).arrayBuffer()));
@@ -160,18 +161,17 @@ async function vitlensPage(browser, server, module, x) {
     };
     const input = model.prepare(x);
     const logits = Array.from(input.logits());
-    const ta = input.explain('transformer-attribution', {});
-    const map = Array.from(ta.tokenMap);
+    const ta = withTa ? input.explain('transformer-attribution', {}) : null;
     input.delete();
     // Warm up until V8 has tiered the hot functions up from its baseline compiler.
     for (let i = 0, t0 = performance.now(); i < 10 || performance.now() - t0 < 2000; i++) run(null);
-    for (let i = 0, t0 = performance.now(); i < 3 || performance.now() - t0 < 1000; i++) run('transformer-attribution');
+    for (let i = 0, t0 = performance.now(); withTa && (i < 3 || performance.now() - t0 < 1000); i++) run('transformer-attribution');
     globalThis.bench = {
       forward: (n) => Array.from({ length: n }, () => run(null)),
       ta: (n) => Array.from({ length: n }, () => run('transformer-attribution')),
     };
-    return { logits, map, target: ta.target, threads: vl.threads(), isolated: self.crossOriginIsolated };
-  }, [module, Array.from(x)]);
+    return { logits, map: ta && Array.from(ta.tokenMap), target: ta?.target, threads: vl.threads(), isolated: self.crossOriginIsolated };
+  }, [module, Array.from(x), withTa]);
   return { page, ...info, run: (kind) => (n) => page.evaluate(([k, n]) => globalThis.bench[k](n), [kind, n]) };
 }
 
@@ -247,12 +247,15 @@ async function main() {
   const browser = await chromium.launch({ executablePath: process.env.VITLENS_CHROMIUM || '/usr/bin/chromium', args: CHROMIUM_ARGS });
   let py = null;
   try {
-    log('starting PyTorch, onnxruntime-node and the pages (warm-up) …');
+    log('starting (and warming up) PyTorch …');
     py = await startPython(dir);
+    log('… onnxruntime-node …');
     const ortNode = await startOrtNode(path.join(dir, 'model.onnx'), x, 1);
     const ortNode2 = await startOrtNode(path.join(dir, 'model.onnx'), x, 2);
-    const vl1 = await vitlensPage(browser, await serve(wasmDir, false), 'vitlens.js', x);
-    const vl2 = await vitlensPage(browser, await serve(wasmDir, true), 'vitlens-mt.js', x);
+    log('… vitlens in chromium …');
+    const vl1 = await vitlensPage(browser, await serve(wasmDir, false), 'vitlens.js', x, true);
+    const vl2 = await vitlensPage(browser, await serve(wasmDir, true), 'vitlens-mt.js', x, false);
+    log('… ONNX Runtime Web in chromium …');
     const ort1 = await ortWebPage(browser, await serve(ortDist, false), 1, x);
     const ort2 = await ortWebPage(browser, await serve(ortDist, true), 2, x);
     if (!vl2.isolated || !ort2.isolated) throw new Error('the isolated pages are not cross-origin isolated');
