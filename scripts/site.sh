@@ -15,8 +15,10 @@ mkdir -p "$out/wasm" "$out/models"
 cp web/*.html web/*.js web/*.css "$out/"
 cp -r web/views "$out/"
 cp "$wasm/vitlens.js" "$wasm/vitlens.wasm" "$out/wasm/"
-# The pthreads build: used only where the host sends COOP/COEP (cross-origin isolation).
-for f in vitlens-mt.js vitlens-mt.wasm vitlens-mt.worker.js; do
+# The pthreads build: used only where the host sends COOP/COEP (cross-origin isolation). The
+# relaxed-SIMD builds: used where the browser supports relaxed SIMD (web/simd.js).
+for f in vitlens-mt.js vitlens-mt.wasm vitlens-mt.worker.js vitlens-relaxed.js vitlens-relaxed.wasm \
+  vitlens-mt-relaxed.js vitlens-mt-relaxed.wasm vitlens-mt-relaxed.worker.js; do
   if [ -f "$wasm/$f" ]; then cp "$wasm/$f" "$out/wasm/"; fi
 done
 if [ -f models/vitlens-scenes.vitl ]; then cp models/vitlens-scenes.vitl "$out/models/"; fi

@@ -22,6 +22,9 @@ import { createTeachingView } from './views/teaching.js';
 const WASM_URL = new URL('./wasm/vitlens.js', location.href).href;
 // The pthreads build, used by the worker when the page is cross-origin isolated (COOP/COEP).
 const WASM_MT_URL = new URL('./wasm/vitlens-mt.js', location.href).href;
+// Of either, the worker runs the relaxed-SIMD build where the browser supports it (simd.js);
+// ?simd=plain asks for the plain SIMD128 build (for comparisons).
+const ENGINE = { wasmUrl: WASM_URL, wasmMtUrl: WASM_MT_URL, simd: new URLSearchParams(location.search).get('simd') === 'plain' ? 'plain' : 'auto' };
 
 // What the views share. Each field has one writer (named); the others only read it.
 const app = {
@@ -97,9 +100,11 @@ function call(type, input, transfer, hooks) {
 
 // ---- the engine --------------------------------------------------------------------------
 
-// Which engine build the worker runs and with how many threads (<html data-threads> for tests).
+// Which engine build the worker runs and with how many threads (<html data-threads>, data-simd
+// for tests).
 function showEngine(init) {
   document.documentElement.dataset.threads = String(init.threads);
+  document.documentElement.dataset.simd = init.simd;
   $('engine-info').textContent = init.threads > 1
     ? `Engine: ${init.engine}, ${init.threads} threads (the page is cross-origin isolated).`
     : `Engine: ${init.engine}, one thread${init.crossOriginIsolated ? '' : ' (the page is not cross-origin isolated: served with COOP/COEP headers, as scripts/start.sh does, it uses threads)'}.`;
@@ -116,7 +121,7 @@ async function stop() {
   updateBusy();
   setStatus('Restarting the engine…');
   try {
-    showEngine(await call('init', { wasmUrl: WASM_URL, wasmMtUrl: WASM_MT_URL }));
+    showEngine(await call('init', ENGINE));
     await app.views.files.reloadModel();
     if (app.image && app.info) await app.views.prediction.restore();
     setStatus('Stopped');
@@ -148,7 +153,7 @@ async function main() {
   const galleryP = v.gallery.load();
   const modelP = v.files.fetchShippedModel();
   try {
-    const init = await call('init', { wasmUrl: WASM_URL, wasmMtUrl: WASM_MT_URL });
+    const init = await call('init', ENGINE);
     showEngine(init);
     mark('engine');
     app.methods = init.methods;

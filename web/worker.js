@@ -31,6 +31,8 @@
 // image is at the size of the model that saw it (prepare answers that model's info). If the copy
 // cannot be made, `prepare` answers at the model's own size with the reason in `sizeError`.
 
+import { relaxedSimdSupported, startEngine } from './simd.js';
+
 let vitlens = null; // the wasm module
 let model = null; // the loaded Model (wasm memory; .delete() when replaced)
 let info = null;
@@ -186,33 +188,32 @@ function progressOption(id, cancelFlag) {
 
 const handlers = {
   // Loads the engine: the pthreads build (wasmMtUrl) when this worker is cross-origin isolated
-  // (SharedArrayBuffer available), else — or if that fails — the single-threaded one.
-  async init({ wasmUrl, wasmMtUrl }) {
+  // (SharedArrayBuffer available), else — or if that fails — the single-threaded one; of either
+  // its relaxed-SIMD build where the browser accepts relaxed SIMD, unless simd is 'plain' (simd.js).
+  async init({ wasmUrl, wasmMtUrl, simd = 'auto' }) {
     const t0 = performance.now();
+    const relaxed = simd !== 'plain' && relaxedSimdSupported();
     let note = '';
+    let started = null;
     if (wasmMtUrl && self.crossOriginIsolated === true) {
       try {
-        const { default: create } = await import(wasmMtUrl);
-        vitlens = await create();
+        started = await startEngine(wasmMtUrl, relaxed);
       } catch (e) {
-        vitlens = null;
         note = `the threaded engine did not start (${e.message || e}); using one thread`;
       }
     }
-    const url = vitlens ? wasmMtUrl : wasmUrl;
     try {
-      if (!vitlens) {
-        const { default: create } = await import(wasmUrl);
-        vitlens = await create();
-      }
+      started ??= await startEngine(wasmUrl, relaxed);
+      vitlens = started.vitlens;
       registry = vitlens.methods();
     } catch (e) {
-      throw fail('not_ready', `could not load the engine from ${url} (${e.message || e}); is it built? (scripts/build.sh)`);
+      throw fail('not_ready', `could not load the engine from ${started?.url ?? wasmUrl} (${e.message || e}); is it built? (scripts/build.sh)`);
     }
+    const { url } = started;
     return {
       out: {
         methods: registry, ms: performance.now() - t0, crossOriginIsolated: self.crossOriginIsolated === true,
-        engine: url.slice(url.lastIndexOf('/') + 1), threads: vitlens.threads(), note,
+        engine: url.slice(url.lastIndexOf('/') + 1), simd: started.simd, threads: vitlens.threads(), note,
       },
     };
   },

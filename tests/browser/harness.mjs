@@ -90,10 +90,11 @@ export async function openPage(env, { viewport = { width: 1400, height: 1000 } }
   return { context, page, requests, offsite, consoleErrors };
 }
 
-// Opens the page and waits for its first explanation.
-export async function openApp(env) {
+// Opens the page (with the query string `search`, e.g. '?simd=plain') and waits for its first
+// explanation.
+export async function openApp(env, { search = '' } = {}) {
   const tab = await openPage(env);
-  await tab.page.goto(env.server.url);
+  await tab.page.goto(env.server.url + search);
   await tab.page.waitForFunction(() => document.documentElement.dataset.firstExplanationMs, null, { timeout: 60_000 });
   return tab;
 }

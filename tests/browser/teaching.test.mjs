@@ -230,7 +230,7 @@ async function runAndCancelLong(tab, t) {
     }
     assert.fail(text);
   }
-  const wasm = () => tab.requests.filter((u) => u.endsWith('/wasm/vitlens.wasm')).length;
+  const wasm = () => tab.requests.filter((u) => /\/wasm\/vitlens(-relaxed)?\.wasm$/.test(u)).length;
   const before = wasm();
   const steps = page.locator('#options input.num').first();
   await steps.fill('1024');

@@ -38,7 +38,7 @@ describe('the page with threads (cross-origin isolated)', { skip }, () => {
     const { page } = tab;
     const hc = await page.evaluate(() => navigator.hardwareConcurrency);
     assert.equal(await page.evaluate(() => document.documentElement.dataset.threads), String(Math.min(8, hc)));
-    assert.match(await page.textContent('#engine-info'), /vitlens-mt\.js/);
+    assert.match(await page.textContent('#engine-info'), /vitlens-mt(-relaxed)?\.js/);
     assert.equal(await page.isVisible('#error'), false, await page.textContent('#error-text'));
     assert.deepEqual(tab.consoleErrors, []);
   });

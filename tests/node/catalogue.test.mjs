@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 
 import { expectationFor, makeCatalogue } from '../catalogue/catalogue.mjs';
-import { loadVitlens, loadVitlensMt, readNpy, tmpDir, toRGBA } from './support.mjs';
+import { loadVitlens, loadVitlensMt, readNpy, tmpDir, toRGBA, variant } from './support.mjs';
 
 const dir = tmpDir();
 const { cases, base } = makeCatalogue(dir);
@@ -54,7 +54,7 @@ function feed(vl, good, input, c) {
 }
 
 const mt = await loadVitlensMt();
-const engines = [['vitlens.js', loadVitlens], ...(mt ? [['vitlens-mt.js', loadVitlensMt]] : [])];
+const engines = [[`vitlens${variant}.js`, loadVitlens], ...(mt ? [[`vitlens-mt${variant}.js`, loadVitlensMt]] : [])];
 after(() => mt?.PThread.terminateAllThreads());
 
 for (const [engine, load] of engines) {

@@ -8,6 +8,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 export const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const wasmDir = process.env.VITLENS_WASM_DIR || path.join(repo, 'build-wasm/wasm');
 export const nativeDir = process.env.VITLENS_NATIVE_BUILD || path.join(repo, 'build');
+// VITLENS_WASM_VARIANT=relaxed runs the tests on vitlens-relaxed.js / vitlens-mt-relaxed.js (the
+// relaxed-SIMD GEMM; node 20 then needs --experimental-wasm-relaxed-simd).
+export const variant = process.env.VITLENS_WASM_VARIANT === 'relaxed' ? '-relaxed' : '';
 
 let modulePromise = null;
 
@@ -17,25 +20,25 @@ export function loadVitlens() {
   if (!modulePromise) {
     globalThis.require ??= createRequire(import.meta.url);
     globalThis.__dirname ??= wasmDir;
-    modulePromise = import(pathToFileURL(path.join(wasmDir, 'vitlens.js')).href).then(({ default: create }) =>
-      create({ wasmBinary: fs.readFileSync(path.join(wasmDir, 'vitlens.wasm')) }));
+    modulePromise = import(pathToFileURL(path.join(wasmDir, `vitlens${variant}.js`)).href).then(({ default: create }) =>
+      create({ wasmBinary: fs.readFileSync(path.join(wasmDir, `vitlens${variant}.wasm`)) }));
   }
   return modulePromise;
 }
 
 let mtPromise = null;
 
-// The pthreads build vitlens-mt.js, or null when this build directory has none
+// The pthreads build vitlens-mt.js (or -relaxed), or null when this build directory has none
 // (VITLENS_WASM_THREADS=OFF). Its pool keeps node alive: call vl.PThread.terminateAllThreads()
 // when done.
 export function loadVitlensMt() {
-  const js = path.join(wasmDir, 'vitlens-mt.js');
+  const js = path.join(wasmDir, `vitlens-mt${variant}.js`);
   if (!fs.existsSync(js)) return Promise.resolve(null);
   if (!mtPromise) {
     globalThis.require ??= createRequire(import.meta.url);
     globalThis.__dirname ??= wasmDir;
     mtPromise = import(pathToFileURL(js).href).then(({ default: create }) =>
-      create({ wasmBinary: fs.readFileSync(path.join(wasmDir, 'vitlens-mt.wasm')) }));
+      create({ wasmBinary: fs.readFileSync(path.join(wasmDir, `vitlens-mt${variant}.wasm`)) }));
   }
   return mtPromise;
 }

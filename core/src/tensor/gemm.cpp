@@ -11,9 +11,15 @@
 //         for each B panel (kc, NR) (stays in L1), for each A panel: the MR×NR micro-kernel.
 // The micro-kernel holds an MR×NR tile of C in eight SIMD registers (MR = 4 rows, NR = two
 // vectors: 8 floats or 4 doubles); per k it loads two vectors of B and four broadcast values of A
-// and does 8 multiplies and 8 adds (SIMD128 has no FMA). In float it runs at ~50 GFLOP/s on one
-// core in node 20 and in chromium 156 (2 mul + 2 add pipes of 4 lanes at ~3.1 GHz: the limit
-// without FMA), in double at about half that (2 lanes). Measured alternatives for float: 6×8,
+// and does 8 multiply-adds, `Simd<T>::madd`. In the plain SIMD128 build that is a multiply and an
+// add (SIMD128 has no FMA): in float ~50 GFLOP/s on one Zen 5 core in node 20 and chromium 156 (2
+// mul + 2 add pipes of 4 lanes at ~3.1 GHz), 28–37 on Zen 3, in double about half (2 lanes).
+// Compiled with -mrelaxed-simd (the vitlens-relaxed.js / vitlens-mt-relaxed.js modules, this file
+// alone built by clang-16: wasm/CMakeLists.txt) it is relaxed SIMD's f32x4/f64x2.relaxed_madd.
+// Relaxed semantics: the engine may fuse it (one rounding, an FMA instruction) or not (two
+// roundings, as the plain build), per machine, so results may differ in the last bit between
+// machines and from the plain build; the accumulation order is the same either way. The parity
+// tests' tolerances (≤ 1e-4 relative to the references, 1e-5 wasm against native) hold for both. Measured alternatives for float: 6×8,
 // 8×8 and 4×12 tiles (more accumulators than V8 keeps in registers) run at about half that, 5×8
 // too in node; unrolling k by 2 or 4 is slower. Panels are zero-padded to whole MR and NR; the
 // last row panel of C runs a kernel for just its 1–3 rows, and the store of the last column tile
@@ -35,6 +41,12 @@ namespace vitlens {
 
 namespace {
 
+#if defined(__wasm_relaxed_simd__)
+// clang-16's wasm_simd128.h has no relaxed-SIMD intrinsics; its builtins take typed vectors.
+typedef float f32x4 __attribute__((__vector_size__(16)));
+typedef double f64x2 __attribute__((__vector_size__(16)));
+#endif
+
 // The SIMD128 operations of one element type.
 template <typename T>
 struct Simd;
@@ -46,6 +58,14 @@ struct Simd<float> {
   static v128_t load_splat(const float* p) { return wasm_v128_load32_splat(p); }
   static v128_t add(v128_t a, v128_t b) { return wasm_f32x4_add(a, b); }
   static v128_t mul(v128_t a, v128_t b) { return wasm_f32x4_mul(a, b); }
+  // a·b + c: fused or not (relaxed SIMD), else a multiply and an add
+  static v128_t madd(v128_t a, v128_t b, v128_t c) {
+#if defined(__wasm_relaxed_simd__)
+    return v128_t(__builtin_wasm_relaxed_madd_f32x4(f32x4(a), f32x4(b), f32x4(c)));
+#else
+    return wasm_f32x4_add(wasm_f32x4_mul(a, b), c);
+#endif
+  }
   // r[0..3] (4 lanes each) ← their transpose
   static void transpose(v128_t* r) {
     const v128_t t0 = wasm_i32x4_shuffle(r[0], r[1], 0, 4, 1, 5);
@@ -66,6 +86,14 @@ struct Simd<double> {
   static v128_t load_splat(const double* p) { return wasm_v128_load64_splat(p); }
   static v128_t add(v128_t a, v128_t b) { return wasm_f64x2_add(a, b); }
   static v128_t mul(v128_t a, v128_t b) { return wasm_f64x2_mul(a, b); }
+  // a·b + c: fused or not (relaxed SIMD), else a multiply and an add
+  static v128_t madd(v128_t a, v128_t b, v128_t c) {
+#if defined(__wasm_relaxed_simd__)
+    return v128_t(__builtin_wasm_relaxed_madd_f64x2(f64x2(a), f64x2(b), f64x2(c)));
+#else
+    return wasm_f64x2_add(wasm_f64x2_mul(a, b), c);
+#endif
+  }
   // r[0..1] (2 lanes each) ← their transpose
   static void transpose(v128_t* r) {
     const v128_t t0 = wasm_i64x2_shuffle(r[0], r[1], 0, 2);
@@ -174,8 +202,8 @@ void micro_kernel(T* c, int ldc, const T* a, const T* b, int kc, int nr, T alpha
     const v128_t b0 = wasm_v128_load(b), b1 = wasm_v128_load(b + L);
     for (int r = 0; r < R; ++r) {
       const v128_t ar = S::load_splat(a + r);
-      acc[r][0] = S::add(acc[r][0], S::mul(ar, b0));
-      acc[r][1] = S::add(acc[r][1], S::mul(ar, b1));
+      acc[r][0] = S::madd(ar, b0, acc[r][0]);
+      acc[r][1] = S::madd(ar, b1, acc[r][1]);
     }
   }
   const v128_t va = S::splat(alpha), vb = S::splat(beta);
