@@ -53,3 +53,74 @@ TEST_CASE("usable_threads and thread_limit", "[parallel]") {
   CHECK(usable_threads(12) == 12);  // natively the caller's request stands
 #endif
 }
+
+TEST_CASE("WorkerPool runs every index once, over many runs, from the caller too", "[parallel]") {
+  WorkerPool pool(3);  // in wasm without pthreads it gets no workers and runs everything inline
+#if !defined(__EMSCRIPTEN__) || defined(__EMSCRIPTEN_PTHREADS__)
+  CHECK(pool.size() == 4);
+#endif
+  CHECK(pool.available() == pool.size());
+  for (int round = 0; round < 2000; ++round) {
+    const int n = 1 + round % 9;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::thread::id first;
+    pool.run(n, [&](int t) {
+      if (t == 0) first = std::this_thread::get_id();
+      hits[size_t(t)]++;
+    });
+    for (int t = 0; t < n; ++t) REQUIRE(hits[size_t(t)].load() == 1);
+    REQUIRE(first == std::this_thread::get_id());
+  }
+}
+
+TEST_CASE("WorkerPool: a run inside a job runs inline; another caller runs inline while busy", "[parallel]") {
+  WorkerPool pool(2);
+  std::atomic<int> inner{0}, inner_available{0};
+  pool.run(3, [&](int) {
+    inner_available += pool.available();
+    pool.run(4, [&](int) { inner++; });
+  });
+  CHECK(inner.load() == 12);
+  CHECK(inner_available.load() == 3);  // 1 on each of the three indices
+#if !defined(__EMSCRIPTEN__) || defined(__EMSCRIPTEN_PTHREADS__)
+  // Two threads using one pool: whichever comes second runs its job inline; both complete.
+  std::atomic<int> total{0};
+  std::thread other([&] {
+    for (int i = 0; i < 200; ++i) pool.run(5, [&](int) { total++; });
+  });
+  for (int i = 0; i < 200; ++i) pool.run(5, [&](int) { total++; });
+  other.join();
+  CHECK(total.load() == 2000);
+#endif
+}
+
+TEST_CASE("WorkerPool rethrows the first failing index's exception after every index ran", "[parallel]") {
+  WorkerPool pool(2);
+  for (int round = 0; round < 50; ++round) {
+    std::atomic<int> finished{0};
+    try {
+      pool.run(8, [&](int t) {
+        if (t == 5) throw std::runtime_error("five");
+        if (t == 3) throw std::runtime_error("three");
+        finished++;
+      });
+      FAIL("no exception");
+    } catch (const std::runtime_error& e) {
+      CHECK(std::string(e.what()) == "three");
+    }
+    CHECK(finished.load() == 6);
+  }
+  int after = 0;
+  pool.run(1, [&](int) { after++; });  // still usable
+  CHECK(after == 1);
+}
+
+TEST_CASE("WorkerPool without workers, and the products' pool natively", "[parallel]") {
+  WorkerPool pool(0);
+  std::vector<int> order;
+  pool.run(4, [&](int t) { order.push_back(t); });
+  CHECK(order == std::vector<int>{0, 1, 2, 3});
+#if !defined(__EMSCRIPTEN__)
+  CHECK(compute_pool().size() == 1);  // natively the products stay on the calling thread
+#endif
+}

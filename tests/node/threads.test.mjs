@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 
-import { loadVitlens, loadVitlensMt, maxRelError, repo } from './support.mjs';
+import { loadVitlens, loadVitlensMt, maxRelError, nativeCli, repo, tmpDir } from './support.mjs';
 
 const mt = await loadVitlensMt();
 const skip = mt ? false : 'vitlens-mt.js is not in this build (VITLENS_WASM_THREADS=OFF)';
@@ -68,6 +68,35 @@ describe('vitlens-mt.js (pthreads)', { skip }, () => {
     } finally {
       single.delete();
       model.delete();
+    }
+  });
+
+  test('products split over the pool (DeiT-tiny shape) give bit-identical logits and maps', async () => {
+    // The shipped model's products are below the split threshold (gemm.cpp, kSplitMacs); DeiT-tiny's
+    // are above it, so here every linear layer and attention product runs in column blocks.
+    const tmp = tmpDir();
+    const file = path.join(tmp, 'deit-tiny.vitl');
+    nativeCli('convert', 'deit-tiny', '-o', file);
+    const bytes = new Uint8Array(fs.readFileSync(file));
+    fs.rmSync(tmp, { recursive: true });
+    const inputs = [await loadVitlens(), mt].map((vl) => {
+      const model = vl.Model.fromBytes(bytes);
+      const info = model.info();
+      const x = new Float32Array(info.channels * info.imageH * info.imageW);
+      for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.37) + 0.3 * Math.cos(i * 0.011);
+      const input = model.prepare(x);
+      model.delete();
+      return input;
+    });
+    try {
+      const [single, multi] = inputs;
+      assert.deepEqual(Array.from(multi.logits()), Array.from(single.logits()));
+      for (const method of ['transformer-attribution', 'grad-rollout', 'lrp', 'saliency']) {
+        const a = single.explain(method, {}), b = multi.explain(method, {});
+        assert.deepEqual(Array.from(b.tokenMap), Array.from(a.tokenMap), `${method}: the split changes the map`);
+      }
+    } finally {
+      for (const input of inputs) input.delete();
     }
   });
 

@@ -2,6 +2,7 @@
 #include "vitlens/tensor/parallel.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
 #include <system_error>
 #include <thread>
@@ -30,12 +31,43 @@ int usable_threads(int requested) {
 #endif
 }
 
+namespace {
+
+// True on a thread that is running a job (a pool's, or a run_workers strand): a parallel call
+// there runs inline.
+thread_local bool t_in_job = false;
+
+struct InJob {
+  bool saved = t_in_job;
+  InJob() { t_in_job = true; }
+  ~InJob() { t_in_job = saved; }
+};
+
+// Checks of an atomic before a waiting thread sleeps: tens of microseconds, about the gap between
+// two products of one explanation, so that a worker stays awake through a forward pass.
+constexpr int kSpins = 1 << 14;
+
+void rethrow_first(const std::vector<std::exception_ptr>& errors) {
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
 void run_workers(int n, const std::function<void(int)>& job) {
   if (n <= 0) return;
   const int threads = std::min(n, usable_threads(n));
+#if defined(__EMSCRIPTEN__)
+  // One pool of thread_limit() − 1 workers serves everything (parallel.h).
+  if (threads > 1) {
+    compute_pool().run(n, job);
+    return;
+  }
+#endif
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   // Thread i runs t = i, i + threads, …; an exception stops that thread's remaining indices only.
   auto strand = [&](int first) {
+    const InJob in_job;
     for (int t = first; t < n; t += threads) {
       try {
         job(t);
@@ -57,8 +89,137 @@ void run_workers(int n, const std::function<void(int)>& job) {
   strand(0);
   for (int i = started; i < threads; ++i) strand(i);
   for (std::thread& th : pool) th.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  rethrow_first(errors);
+}
+
+WorkerPool::WorkerPool(int workers) {
+  threads_.reserve(size_t(std::max(0, workers)));
+  try {
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error&) {
+    // Fewer threads than asked for (the wasm pool is exhausted): the pool works with those it has.
+  }
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& th : threads_) th.join();
+}
+
+int WorkerPool::available() const {
+  return t_in_job || busy_.load(std::memory_order_relaxed) ? 1 : size();
+}
+
+void WorkerPool::run(int n, const std::function<void(int)>& job) {
+  if (n <= 0) return;
+  bool idle = false;
+  if (n == 1 || threads_.empty() || t_in_job || !busy_.compare_exchange_strong(idle, true)) {
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+    const InJob in_job;
+    for (int t = 0; t < n; ++t) {
+      try {
+        job(t);
+      } catch (...) {
+        errors[size_t(t)] = std::current_exception();
+      }
+    }
+    rethrow_first(errors);
+    return;
+  }
+  unsigned gen = 0;
+  {
+    // The job, its size and its first free index (1: 0 is the caller's) are published together;
+    // a worker takes indices of this generation only (work), so one still leaving the previous
+    // run cannot take any of them.
+    std::lock_guard<std::mutex> lock(mutex_);
+    gen = generation_ + 1;
+    job_ = &job;
+    n_ = n;
+    errors_.assign(size_t(n), nullptr);
+    done_.store(0, std::memory_order_relaxed);
+    claim_.store(uint64_t(gen) << 32 | 1u, std::memory_order_release);
+    generation_ = gen;
+  }
+  wake_.notify_all();
+  {
+    const InJob in_job;
+    try {
+      job(0);
+    } catch (...) {
+      errors_[0] = std::current_exception();
+    }
+  }
+  done_.fetch_add(1, std::memory_order_acq_rel);
+  work(gen, n, &job);
+  for (int i = 0; i < kSpins && done_.load(std::memory_order_acquire) < n; ++i) {
+  }
+  if (done_.load(std::memory_order_acquire) < n) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [&] { return done_.load(std::memory_order_acquire) >= n; });
+  }
+  std::vector<std::exception_ptr> errors;
+  errors.swap(errors_);
+  busy_.store(false, std::memory_order_release);
+  rethrow_first(errors);
+}
+
+// Takes the indices of generation `gen` (job of n indices) until none is left. The claim word
+// holds the generation and the next index, so a claim succeeds only within its own generation,
+// while that run is still waiting for the index: `job` is alive.
+void WorkerPool::work(unsigned gen, int n, const std::function<void(int)>* job) {
+  const InJob in_job;
+  for (;;) {
+    uint64_t w = claim_.load(std::memory_order_acquire);
+    int t = 0;
+    for (;;) {
+      if (uint32_t(w >> 32) != gen) return;
+      t = int(uint32_t(w));
+      if (t >= n) return;
+      if (claim_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) break;
+    }
+    try {
+      (*job)(t);
+    } catch (...) {
+      errors_[size_t(t)] = std::current_exception();
+    }
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
+      std::lock_guard<std::mutex> lock(mutex_);  // the caller checks done_ under it before sleeping
+      finished_.notify_all();
+    }
+  }
+}
+
+void WorkerPool::worker_loop() {
+  unsigned seen = 0;
+  for (;;) {
+    for (int i = 0; i < kSpins && claim_.load(std::memory_order_relaxed) >> 32 == seen; ++i) {
+    }
+    unsigned gen = 0;
+    int n = 0;
+    const std::function<void(int)>* job = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = gen = generation_;
+      n = n_;
+      job = job_;
+    }
+    work(gen, n, job);
+  }
+}
+
+WorkerPool& compute_pool() {
+#if defined(__EMSCRIPTEN__)
+  static WorkerPool pool(thread_limit() - 1);
+#else
+  static WorkerPool pool(0);
+#endif
+  return pool;
 }
 
 }  // namespace vitlens

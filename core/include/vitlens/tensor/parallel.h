@@ -1,16 +1,31 @@
-// parallel.h — the engine's one way of using threads: run a job over worker indices.
+// parallel.h — the engine's ways of using threads: run a job over worker indices, and split one
+// computation (a matrix product) over a pool of workers that outlives the call.
 //
 // Three builds, one policy (usable_threads):
-//   native                   std::thread, as many as asked for;
+//   native                   std::thread, as many as asked for; the products stay on the calling
+//                            thread (Eigen's kernels, single-threaded: `vitlens bench` measures one
+//                            thread, and the CLI's parallel work is whole images, run_workers);
 //   wasm (vitlens.js)        no pthreads: everything runs on the calling thread;
 //   wasm (vitlens-mt.js)     pthreads from Emscripten's pool, which is started with the module and
 //                            holds wasm_thread_pool workers at most (see wasm/CMakeLists.txt). A
 //                            thread beyond the pool would wait for a Worker that cannot start
-//                            while the caller blocks in join, so requests are capped to it.
-// Results never depend on the thread count: callers split work by index, not by thread.
+//                            while the caller blocks in join, so requests are capped to it. Both
+//                            run_workers and the products use one WorkerPool (compute_pool) of
+//                            thread_limit() − 1 workers, so one explanation's products use every
+//                            core and independent work (IG steps, attattr blocks) does not start
+//                            more threads than there are.
+// Results never depend on the thread count: callers split work by index, not by thread, and a
+// product split over columns computes every element exactly as the whole product does.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
 #include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace vitlens {
 
@@ -27,9 +42,54 @@ int thread_limit();
 // in wasm clamped to [1, thread_limit()].
 int usable_threads(int requested);
 
-// Runs job(t) for every t = 0 … n−1 on usable_threads(n) threads (thread i takes t = i, i + T, …;
-// t = 0 on the calling thread), then rethrows the first worker exception in t order. Every t
-// runs whatever the thread count, so callers may index per-worker state by t.
+// Runs job(t) for every t = 0 … n−1 on usable_threads(n) threads (t = 0 on the calling thread),
+// then rethrows the first exception in t order. Every t runs whatever the thread count, so
+// callers may index per-worker state by t. Inside a job, compute_pool() runs inline: the threads
+// are already busy.
 void run_workers(int n, const std::function<void(int)>& job);
+
+// Workers that wait for jobs between calls, so that splitting a product of a few hundred
+// microseconds pays: waking a worker costs microseconds, starting a thread (a Web Worker's
+// pthread in wasm) far more. The pool holds no data of any computation between calls.
+class WorkerPool {
+ public:
+  explicit WorkerPool(int workers);  // threads besides the caller; fewer if the system refuses
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  // The threads a run() can use: the workers and the caller.
+  int size() const { return int(threads_.size()) + 1; }
+  // The threads a run() from this thread would use now: 1 inside a job or while the pool is busy.
+  int available() const;
+
+  // Runs job(t) for t = 0 … n−1: t = 0 on the caller, the others on whichever thread (the caller
+  // included) takes them first; returns when all have finished, then rethrows the first exception
+  // in t order. Runs everything inline, in order, when called from inside a job (of this or any
+  // pool, or a run_workers strand) or while another thread is using the pool.
+  void run(int n, const std::function<void(int)>& job);
+
+ private:
+  void work(unsigned gen, int n, const std::function<void(int)>* job);  // takes indices of gen
+  void worker_loop();
+
+  std::vector<std::thread> threads_;
+  std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  std::atomic<bool> busy_{false};  // a caller is inside run()
+  // Under mutex_: the current run's generation (one per run() that uses the workers), job and
+  // size, and whether the pool is closing.
+  unsigned generation_ = 0;
+  const std::function<void(int)>* job_ = nullptr;
+  int n_ = 0;
+  bool stop_ = false;
+  std::atomic<uint64_t> claim_{0};  // generation << 32 | the next index to take
+  std::atomic<int> done_{0};        // indices finished in this run
+  std::vector<std::exception_ptr> errors_;  // (n) one slot per index
+};
+
+// The pool the products use: thread_limit() − 1 workers in the pthreads wasm build, none elsewhere
+// (natively the products stay on the calling thread). Started on first use.
+WorkerPool& compute_pool();
 
 }  // namespace vitlens
