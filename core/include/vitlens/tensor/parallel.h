@@ -18,6 +18,7 @@
 // product split over columns computes every element exactly as the whole product does.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -91,5 +92,20 @@ class WorkerPool {
 // The pool the products use: thread_limit() − 1 workers in the pthreads wasm build, none elsewhere
 // (natively the products stay on the calling thread). Started on first use.
 WorkerPool& compute_pool();
+
+// Runs fn(begin, end) over contiguous ranges covering [0, n), on compute_pool()'s threads when
+// there are at least 2·grain items (each range then holds ≥ grain), else fn(0, n) here. For
+// element- and row-wise loops between the products (the activation, the softmax): the results do
+// not depend on the split.
+template <typename F>
+void parallel_ranges(int n, int grain, F&& fn) {
+  WorkerPool& pool = compute_pool();
+  const int parts = std::min(pool.available(), n / std::max(grain, 1));
+  if (parts < 2) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  pool.run(parts, [&](int t) { fn(int(int64_t(n) * t / parts), int(int64_t(n) * (t + 1) / parts)); });
+}
 
 }  // namespace vitlens
