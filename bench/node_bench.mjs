@@ -6,24 +6,14 @@
 // deit-tiny is generated natively first (vitlens import is not needed: the native CLI writes it).
 // VITLENS_WASM_DIR and VITLENS_NATIVE_BUILD choose the builds (tests/node/support.mjs).
 import fs from 'node:fs';
-import path from 'node:path';
 
-import { loadVitlens, nativeCli, tmpDir } from '../tests/node/support.mjs';
+import { deitTinyBytes, loadVitlens } from '../tests/node/support.mjs';
 
 const args = process.argv.slice(2);
 const iters = Number(args.includes('--iters') ? args[args.indexOf('--iters') + 1] : 30);
 const target = args.find((a, i) => !a.startsWith('--') && args[i - 1] !== '--iters') || 'deit-tiny';
 
-let bytes;
-if (target === 'deit-tiny') {
-  const tmp = tmpDir();
-  const file = path.join(tmp, 'deit-tiny.vitl');
-  nativeCli('convert', 'deit-tiny', '-o', file);
-  bytes = fs.readFileSync(file);
-  fs.rmSync(tmp, { recursive: true });
-} else {
-  bytes = fs.readFileSync(target);
-}
+const bytes = target === 'deit-tiny' ? deitTinyBytes() : fs.readFileSync(target);
 
 const vl = await loadVitlens();
 const model = vl.Model.fromBytes(new Uint8Array(bytes));

@@ -8,9 +8,8 @@
 // Each figure is a new input's forward pass, or one explain() after it (the forward excluded).
 // VITLENS_WASM_DIR and VITLENS_NATIVE_BUILD choose the builds (tests/node/support.mjs).
 import fs from 'node:fs';
-import path from 'node:path';
 
-import { loadVitlens, loadVitlensMt, nativeCli, tmpDir } from '../tests/node/support.mjs';
+import { deitTinyBytes, loadVitlens, loadVitlensMt } from '../tests/node/support.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, def) => (args.includes(name) ? args[args.indexOf(name) + 1] : def);
@@ -19,16 +18,7 @@ const methodsArg = args.find((a) => a.startsWith('--methods='));
 const methods = methodsArg ? methodsArg.split('=')[1].split(',') : ['transformer-attribution', 'grad-rollout', 'lrp'];
 const target = args.find((a, i) => !a.startsWith('--') && args[i - 1] !== '--rounds') || 'deit-tiny';
 
-let bytes;
-if (target === 'deit-tiny') {
-  const tmp = tmpDir();
-  const file = path.join(tmp, 'deit-tiny.vitl');
-  nativeCli('convert', 'deit-tiny', '-o', file);
-  bytes = new Uint8Array(fs.readFileSync(file));
-  fs.rmSync(tmp, { recursive: true });
-} else {
-  bytes = new Uint8Array(fs.readFileSync(target));
-}
+const bytes = target === 'deit-tiny' ? deitTinyBytes() : new Uint8Array(fs.readFileSync(target));
 
 const builds = { '1 thread': await loadVitlens(), threads: await loadVitlensMt() };
 if (!builds.threads) throw new Error('vitlens-mt.js is not in this build (VITLENS_WASM_THREADS=OFF)');

@@ -95,3 +95,14 @@ export function fixtureModel(vl, shape) {
   return vl.Model.fromSafetensors(new Uint8Array(fs.readFileSync(path.join(dir, 'model_timm.safetensors'))),
     fs.readFileSync(path.join(dir, 'config.json'), 'utf8'));
 }
+
+// The DeiT-tiny shape with the random weights of `vitlens bench deit-tiny`, as .vitl bytes
+// (written by the native CLI).
+export function deitTinyBytes() {
+  const tmp = tmpDir();
+  const file = path.join(tmp, 'deit-tiny.vitl');
+  nativeCli('convert', 'deit-tiny', '-o', file);
+  const bytes = new Uint8Array(fs.readFileSync(file));
+  fs.rmSync(tmp, { recursive: true });
+  return bytes;
+}

@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 
-import { loadVitlens, loadVitlensMt, maxRelError, nativeCli, repo, tmpDir } from './support.mjs';
+import { deitTinyBytes, loadVitlens, loadVitlensMt, maxRelError, repo } from './support.mjs';
 
 const mt = await loadVitlensMt();
 const skip = mt ? false : 'vitlens-mt.js is not in this build (VITLENS_WASM_THREADS=OFF)';
@@ -22,10 +22,10 @@ const threaded = [
   ['norm-based', {}],
 ];
 
-// An Input of the test model (the tests call it `model`: explain and delete are all they use). The
-// Model handle is deleted at once: its weights live on while the input needs them.
-function setup(vl) {
-  const model = vl.Model.fromBytes(new Uint8Array(fs.readFileSync(modelFile)));
+// An Input of the test model, or of `bytes` (the tests call it `model`: explain and delete are all
+// they use). The Model handle is deleted at once: its weights live on while the input needs them.
+function setup(vl, bytes = new Uint8Array(fs.readFileSync(modelFile))) {
+  const model = vl.Model.fromBytes(bytes);
   const info = model.info();
   const x = new Float32Array(info.channels * info.imageH * info.imageW);
   for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.37) + 0.3 * Math.cos(i * 0.011);
@@ -74,20 +74,8 @@ describe('vitlens-mt.js (pthreads)', { skip }, () => {
   test('products split over the pool (DeiT-tiny shape) give bit-identical logits and maps', async () => {
     // The shipped model's products are below the split threshold (gemm.cpp, kSplitMacs); DeiT-tiny's
     // are above it, so here every linear layer and attention product runs in column blocks.
-    const tmp = tmpDir();
-    const file = path.join(tmp, 'deit-tiny.vitl');
-    nativeCli('convert', 'deit-tiny', '-o', file);
-    const bytes = new Uint8Array(fs.readFileSync(file));
-    fs.rmSync(tmp, { recursive: true });
-    const inputs = [await loadVitlens(), mt].map((vl) => {
-      const model = vl.Model.fromBytes(bytes);
-      const info = model.info();
-      const x = new Float32Array(info.channels * info.imageH * info.imageW);
-      for (let i = 0; i < x.length; i++) x[i] = Math.sin(i * 0.37) + 0.3 * Math.cos(i * 0.011);
-      const input = model.prepare(x);
-      model.delete();
-      return input;
-    });
+    const bytes = deitTinyBytes();
+    const inputs = [setup(await loadVitlens(), bytes), setup(mt, bytes)];
     try {
       const [single, multi] = inputs;
       assert.deepEqual(Array.from(multi.logits()), Array.from(single.logits()));
