@@ -1,7 +1,7 @@
 // vitb_chromium.mjs — a ViT-B/16 (86.6 M parameters, 17.6 GFLOP per forward pass) in the page, in
 // Debian's chromium: the figures the README's "Bigger models" table reports.
 //
-//   node bench/vitb_chromium.mjs [--rounds 5] [--isolate] [--int8]
+//   node bench/vitb_chromium.mjs [--rounds 5] [--isolate] [--int8] [--simd plain]
 //
 // A random ViT-B/16 checkpoint with timm names (346 MB of F32, tests/node/checkpoints.mjs) is
 // written to a temporary folder at start (nothing is downloaded). Then:
@@ -13,7 +13,8 @@
 //      single-pass method after a new image, transformer-attribution again, the teaching views'
 //      data (teach: 12 × 12 heads of A and ∂y/∂A), and the engine's heap (it only grows: its size
 //      after all this is the peak).
-// --isolate serves COOP/COEP (the pthreads build); --int8 converts with storage 'int8'.
+// --isolate serves COOP/COEP (the pthreads build); --int8 converts with storage 'int8'; --simd plain
+// makes the page run the plain SIMD128 build where it would pick the relaxed-SIMD one (?simd=plain).
 // Medians over --rounds; the CPU model is printed (timings differ by CPU and by the load).
 import fs from 'node:fs';
 import os from 'node:os';
@@ -27,6 +28,7 @@ const args = process.argv.slice(2);
 const rounds = args.includes('--rounds') ? Number(args[args.indexOf('--rounds') + 1]) : 5;
 const isolate = args.includes('--isolate');
 const storage = args.includes('--int8') ? 'int8' : 'f32';
+const search = args.includes('--simd') && args[args.indexOf('--simd') + 1] === 'plain' ? '?simd=plain' : '';
 
 const skip = skipReason();
 if (skip) {
@@ -53,7 +55,7 @@ try {
   // ---- 1. as a user --------------------------------------------------------------------------
   const user = { load: [], first: [] };
   for (let k = 0; k < Math.min(rounds, 3); k++) {
-    const tab = await openApp(env);
+    const tab = await openApp(env, { search });
     const { page } = tab;
     if (storage === 'int8') await page.check('#model-int8');
     const before = Number(await page.evaluate(() => document.documentElement.dataset.explanations ?? 0));
@@ -71,7 +73,7 @@ try {
   }
 
   // ---- 2. in the worker ----------------------------------------------------------------------
-  const tab = await openApp(env);
+  const tab = await openApp(env, { search });
   const { page } = tab;
   await page.evaluate(() => {
     const input = document.createElement('input');
@@ -82,13 +84,14 @@ try {
   });
   await page.setInputFiles('#bench-files', [files.checkpoint, files.config]);
   const image = await page.getAttribute('#gallery .thumb >> nth=0', 'data-image');
-  const r = await page.evaluate(async ({ img, rounds, storage }) => {
+  const r = await page.evaluate(async ({ img, rounds, storage, simd }) => {
     const [ckpt, cfg] = [...document.getElementById('bench-files').files].sort((a, b) => b.size - a.size);
     const { WorkerClient } = await import('./client.js');
     const client = new WorkerClient();
     const init = await client.call('init', {
       wasmUrl: new URL('./wasm/vitlens.js', location.href).href,
       wasmMtUrl: new URL('./wasm/vitlens-mt.js', location.href).href,
+      simd,
     });
     const single = init.methods.filter((m) => !m.longRunning).map((m) => m.name);
     const blob = await (await fetch(`./models/gallery/${img}`)).blob();
@@ -120,7 +123,7 @@ try {
     out.stats = await client.call('stats');
     client.terminate();
     return out;
-  }, { img: image, rounds, storage });
+  }, { img: image, rounds, storage, simd: search ? 'plain' : 'auto' });
   await tab.context.close();
 
   const MB = 2 ** 20;
