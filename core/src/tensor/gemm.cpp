@@ -20,8 +20,8 @@
 // roundings, as the plain build), per machine, so results may differ in the last bit between
 // machines and from the plain build; the accumulation order is the same either way. The parity
 // tests' tolerances (≤ 1e-4 relative to the references, 1e-5 wasm against native) hold for both.
-// Measured alternatives for float: 6×8, 8×8 and 4×12 tiles (more accumulators than V8 keeps in registers) run at about half that, 5×8
-// too in node; unrolling k by 2 or 4 is slower. Panels are zero-padded to whole MR and NR; the
+// Measured alternatives for float: 6×8, 8×8 and 4×12 tiles (more accumulators than V8 keeps in
+// registers) run at about half that, 5×8 too in node; unrolling k by 2 or 4 is slower. Panels are zero-padded to whole MR and NR; the
 // last row panel of C runs a kernel for just its 1–3 rows, and the store of the last column tile
 // writes fewer columns. Packing transposes lanes×lanes blocks with shuffles, so every layout
 // (x·Wᵀ, dy·W, dyᵀ·x) costs the same. The packing buffers are allocated per call: there is no
