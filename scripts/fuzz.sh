@@ -128,7 +128,9 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus/$t"
   if [ -n "$runs" ]; then limit=(-runs="$runs"); what="$runs runs"; else limit=(-max_total_time="$seconds"); what="${seconds}s"; fi
   echo "== fuzz_$t for $what, corpus $corpus/$t ($(ls "$corpus/$t" | wc -l) inputs)"
-  before=$(ls build-fuzz/findings | wc -l)
+  # findings are counted per target (their names start with "$t-"): another target fuzzing at the
+  # same time writes into the same folder
+  before=$(ls build-fuzz/findings | grep -c "^$t-" || true)
   out=build-fuzz/fuzz_$t.log
   start=$(date +%s)
   status=0
@@ -138,7 +140,7 @@ for t in "${targets[@]}"; do
   done_runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$out")
   done_runs=${done_runs:-0}
   rate=$(( done_runs / (elapsed > 0 ? elapsed : 1) ))
-  found=$(( $(ls build-fuzz/findings | wc -l) - before ))
+  found=$(( $(ls build-fuzz/findings | grep -c "^$t-" || true) - before ))
   grep -E "^#[0-9]+[[:space:]]+DONE|ERROR|SUMMARY|stat::peak_rss_mb" "$out" || true
   echo "   $done_runs runs in $elapsed s: $rate exec/s, exit $status, $found new finding(s)"
   if [ "$log" = 1 ]; then

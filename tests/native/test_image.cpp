@@ -258,6 +258,59 @@ TEST_CASE("image: JPEG decodes, and the stb_image 2.27 DHT guard", "[image]") {
   }
 }
 
+TEST_CASE("image: stb's allocations are bounded by what the declared image can need", "[image]") {
+  auto refused_for_memory = [](const std::vector<uint8_t>& bytes) {
+    try {
+      decode_image(bytes.data(), bytes.size());
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::bad_image);
+      return std::string(e.what()).find("more memory than a") != std::string::npos;
+    }
+    return false;
+  };
+  SECTION("the fuzz finding: a corrupt zlib stream that made the inflater ask for 2 GiB") {
+    // Without the budget stb allocates the 2 GiB and later fails with "outofdata".
+    const std::vector<uint8_t> png = read_file(
+        std::string(VITLENS_SOURCE_DIR) + "/fuzz/regressions/image/oom-zlib-2gib.png", 1 << 20);
+    CHECK(refused_for_memory(png));
+  }
+  SECTION("an IDAT chunk declaring 1 GiB in a 16 x 16 PNG") {
+    std::vector<uint8_t> png = encode_png(make_pixels(16, 16, 3, 7u));
+    // The first chunk after the signature (8) and IHDR (4 + 4 + 13 + 4) bytes: stb_image_write
+    // writes IDAT next. Its length is the big-endian word at offset 33.
+    REQUIRE(std::string(png.begin() + 37, png.begin() + 41) == "IDAT");
+    png[33] = 0x40;
+    png[34] = png[35] = png[36] = 0;
+    CHECK(refused_for_memory(png));
+  }
+  SECTION("the images whose buffers stb sizes largest for their pixels still decode") {
+    // 16-bit RGBA, interlaced: 8 bytes a pixel inflated; stb returns the high bytes.
+    const Pixels rgba = read_image_file(fixture("rgba16_interlaced.png"));
+    REQUIRE(rgba.w == 7);
+    REQUIRE(rgba.h == 5);
+    REQUIRE(rgba.channels == 4);
+    for (int y = 0; y < 5; ++y) {
+      for (int x = 0; x < 7; ++x) {
+        for (int c = 0; c < 4; ++c) {
+          const int sample = (4111 * (1 + c) + 997 * x + 3301 * y) % 65536;
+          CHECK(int(rgba.data[(size_t(y) * 7 + x) * 4 + c]) == sample >> 8);
+        }
+      }
+    }
+    // One-pixel-wide 4:2:0 progressive JPEGs: whole 16 x 16 MCUs around every pixel.
+    for (const char* name : {"thin_h2v2_progressive.jpg", "wide_h2v2_progressive.jpg"}) {
+      const Pixels flat = read_image_file(fixture(name));
+      CHECK(int64_t(flat.w) * flat.h == 300);
+      REQUIRE(flat.channels == 3);
+      for (size_t i = 0; i < flat.data.size(); i += 3) {
+        CHECK(std::abs(int(flat.data[i]) - 200) <= 6);
+        CHECK(std::abs(int(flat.data[i + 1]) - 100) <= 6);
+        CHECK(std::abs(int(flat.data[i + 2]) - 50) <= 6);
+      }
+    }
+  }
+}
+
 TEST_CASE("image: resize keeps a constant image constant", "[image]") {
   const Pixels px = constant_pixels(37, 23, 3, 200);
   for (auto [w, h] : {std::pair<int, int>{224, 224}, {5, 3}, {37, 23}, {1, 1}, {100, 7}}) {

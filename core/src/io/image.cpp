@@ -51,13 +51,37 @@
 // scan that uses a table no DHT defined decodes with whatever the heap held (the same
 // out-of-bounds symbol ids). STBI_MALLOC is calloc here: an undefined table is all zeros, which
 // decodes every code to symbol 0 through the in-bounds fast path.
+//
+// Guard 3, an allocation budget: stb asks for memory on the strength of numbers it has not yet
+// checked against the data. Its zlib inflater doubles its output buffer while a corrupt stream
+// keeps producing symbols (a 195-byte 64 × 64 PNG made it request 2 GiB before it noticed the
+// stream had ended: fuzz/regressions/image/oom-zlib-2gib.png), and its PNG reader grows the IDAT
+// buffer to a chunk's declared length before reading the chunk. Natively such memory is never
+// touched, but in wasm the heap grows to it and stays grown. So every stb allocation goes through
+// stb_alloc below, which refuses (stb then fails with "outofmem") any single request larger
+// than the decode in progress can need: StbBudget sets that bound around each stb call from the
+// file's size and the image's declared size (see decode_image). Outside a StbBudget the bound
+// is 0 and nothing is allocated, so no stb call escapes it.
+namespace vitlens {
+namespace {
+thread_local size_t stb_alloc_limit = 0;  // bytes, for one allocation; set by StbBudget only
+}  // namespace
+}  // namespace vitlens
+
+static void* stb_alloc(size_t size) {
+  return size <= vitlens::stb_alloc_limit ? std::calloc(1, size) : nullptr;
+}
+static void* stb_realloc(void* p, size_t size) {
+  return size <= vitlens::stb_alloc_limit ? std::realloc(p, size) : nullptr;
+}
+
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
 #define STBI_ONLY_JPEG
 #define STBI_ONLY_BMP
 #define STBI_NO_STDIO
-#define STBI_MALLOC(sz) std::calloc(1, (sz))
-#define STBI_REALLOC(p, newsz) std::realloc((p), (newsz))
+#define STBI_MALLOC(sz) stb_alloc(sz)
+#define STBI_REALLOC(p, newsz) stb_realloc((p), (newsz))
 #define STBI_FREE(p) std::free(p)
 #include <stb/stb_image.h>
 
@@ -184,6 +208,15 @@ bool header_size(const uint8_t* b, size_t n, int64_t& w, int64_t& h) {
   }
   return false;
 }
+
+// Guard 3: the largest single allocation stb may make inside this scope (not nested).
+class StbBudget {
+ public:
+  explicit StbBudget(size_t bytes) { stb_alloc_limit = bytes; }
+  ~StbBudget() { stb_alloc_limit = 0; }
+  StbBudget(const StbBudget&) = delete;
+  StbBudget& operator=(const StbBudget&) = delete;
+};
 
 std::string stb_reason() {
   const char* r = stbi_failure_reason();
@@ -400,8 +433,21 @@ Pixels decode_image(const uint8_t* bytes, size_t size, int64_t max_pixels) {
     }
   }
 
+  // Guard 3's bounds. Reading the header needs the decoder's own state (a JPEG decoder is about
+  // 20 kB) and the file's bytes; decoding needs, per allocation, at most: the IDAT data gathered
+  // by doubling (under 2 × the file), the inflated PNG rows (8 bytes a pixel for 16-bit RGBA,
+  // plus a filter byte per row: stb sizes this buffer exactly and only a corrupt stream grows
+  // it), the output and its conversions (up to 8 bytes a pixel), or a JPEG component's
+  // coefficients (2 bytes a pixel of the image padded to whole 32 × 32 MCUs). 32 bytes a padded
+  // pixel covers each with room to spare.
+  const size_t base_budget = (size_t(1) << 20) + 2 * size;
   int w = 0, h = 0, comp = 0;
-  if (!stbi_info_from_memory(bytes, int(size), &w, &h, &comp)) {
+  int info_ok = 0;
+  {
+    StbBudget budget(base_budget);
+    info_ok = stbi_info_from_memory(bytes, int(size), &w, &h, &comp);
+  }
+  if (!info_ok) {
     throw Error(ErrorCode::bad_image, "not a PNG, JPEG or BMP image, or a corrupt one (" +
                                           stb_reason() + ")");
   }
@@ -417,8 +463,17 @@ Pixels decode_image(const uint8_t* bytes, size_t size, int64_t max_pixels) {
   }
 
   int dw = 0, dh = 0, dc = 0;
-  stbi_uc* data = stbi_load_from_memory(bytes, int(size), &dw, &dh, &dc, 0);
+  stbi_uc* data = nullptr;
+  {
+    StbBudget budget(base_budget + 32 * (size_t(w) + 32) * (size_t(h) + 32));
+    data = stbi_load_from_memory(bytes, int(size), &dw, &dh, &dc, 0);
+  }
   if (!data) {
+    if (std::strcmp(stb_reason().c_str(), "outofmem") == 0) {
+      throw Error(ErrorCode::bad_image,
+                  "corrupt image: decoding it would need more memory than a " + std::to_string(w) +
+                      "x" + std::to_string(h) + " image can (a damaged compressed stream or chunk)");
+    }
     throw Error(ErrorCode::bad_image, "corrupt image: " + stb_reason());
   }
   if (dw != w || dh != h || dc < 1 || dc > 4) {
