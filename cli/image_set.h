@@ -1,0 +1,25 @@
+// image_set.h — a directory of images with their labels, as `vitlens heads` and `vitlens attack`
+// read it: DIR/labels.json as written by `vitlens scenes` ({"scenes": [{"image", "items":
+// [{"class"}]}]}), or, without it, every .png/.jpg/.jpeg/.npy file of DIR in name order, unlabelled.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "vitlens/model/config.h"
+#include "vitlens/tensor/tensor.h"
+
+namespace vitlens::cli {
+
+struct ImageSet {
+  std::vector<std::string> names;
+  std::vector<Image> images;
+  std::vector<std::vector<int>> labels;  // empty per image when unknown
+  bool labelled = false;
+};
+
+// Throws Error(bad_format) for a labels.json that is not a scenes file, Error(bad_argument) when
+// DIR holds no image or a label is not a class of the model.
+ImageSet load_image_set(const std::string& dir, const Config& cfg);
+
+}  // namespace vitlens::cli
