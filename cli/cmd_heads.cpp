@@ -10,6 +10,7 @@
 // of its labels (DIR/labels.json, as written by `vitlens scenes`). Without labels.json, each
 // image's label is the unpruned model's own top-1 class (the curve measures agreement).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -106,7 +107,7 @@ std::string curves_svg(const std::vector<std::string>& names, const std::vector<
 // solid: the top k pruned, dashed: only the top k kept; red: ranked by attattr, blue: by attention.
 std::string layers_svg(const LayerPruning& attr, const LayerPruning& attn, int heads) {
   const int L = int(attr.prune_top.size()), cols = std::min(L, 4), rows = (L + cols - 1) / cols;
-  const double pw = 150, ph = 110, gx = 60, gy = 50, W = 40 + cols * (pw + gx), H = 60 + rows * (ph + gy) + 30;
+  const double pw = 150, ph = 110, gx = 60, gy = 50, W = 40 + cols * (pw + gx), H = 30 + rows * (ph + gy) + 20;
   char buf[512];
   std::string s;
   std::snprintf(buf, sizeof buf,
@@ -122,13 +123,25 @@ std::string layers_svg(const LayerPruning& attr, const LayerPruning& attn, int h
   };
   const Line lines[] = {{&attr, false, "#d62728", ""}, {&attn, false, "#1f77b4", ""},
                         {&attr, true, "#d62728", " stroke-dasharray=\"5 3\""}, {&attn, true, "#1f77b4", " stroke-dasharray=\"5 3\""}};
+  // One y range for every panel: the values' range, widened to tenths.
+  double lo = 1.0, hi = 0.0;
+  for (const LayerPruning* lp : {&attr, &attn})
+    for (const auto* table : {&lp->prune_top, &lp->keep_top})
+      for (const auto& row : *table)
+        for (double v : row) {
+          lo = std::min(lo, v);
+          hi = std::max(hi, v);
+        }
+  lo = std::floor(lo * 10.0) / 10.0;
+  hi = std::max(lo + 0.1, std::ceil(hi * 10.0) / 10.0);
+  auto ypos = [&](double y0, double v) { return y0 + ph - ph * (v - lo) / (hi - lo); };
   for (int l = 0; l < L; ++l) {
     const double x0 = 50 + (l % cols) * (pw + gx), y0 = 30 + (l / cols) * (ph + gy);
     std::snprintf(buf, sizeof buf,
                   "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#999\"/>\n"
                   "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">block %d</text>\n"
-                  "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">1</text><text x=\"%g\" y=\"%g\" text-anchor=\"end\">0</text>\n",
-                  x0, y0, pw, ph, x0 + pw / 2, y0 - 6, l, x0 - 4, y0 + 4, x0 - 4, y0 + ph + 4);
+                  "<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.1f</text><text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.1f</text>\n",
+                  x0, y0, pw, ph, x0 + pw / 2, y0 - 6, l, x0 - 4, y0 + 4, hi, x0 - 4, y0 + ph + 4, lo);
     s += buf;
     for (int k = 0; k <= heads; ++k) {
       std::snprintf(buf, sizeof buf, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%d</text>\n", x0 + pw * k / heads,
@@ -139,13 +152,13 @@ std::string layers_svg(const LayerPruning& attr, const LayerPruning& attn, int h
       const std::vector<double>& v = (ln.keep ? ln.lp->keep_top : ln.lp->prune_top)[size_t(l)];
       s += std::string("<polyline fill=\"none\" stroke-width=\"2\" stroke=\"") + ln.colour + "\"" + ln.dash + " points=\"";
       for (int k = 0; k <= heads; ++k) {
-        std::snprintf(buf, sizeof buf, "%.1f,%.1f ", x0 + pw * k / heads, y0 + ph - ph * v[size_t(k)]);
+        std::snprintf(buf, sizeof buf, "%.1f,%.1f ", x0 + pw * k / heads, ypos(y0, v[size_t(k)]));
         s += buf;
       }
       s += "\"/>\n";
     }
   }
-  const double ly = H - 22;
+  const double ly = 30 + rows * (ph + gy) + 6;
   std::snprintf(buf, sizeof buf,
                 "<text x=\"50\" y=\"%g\">k = the block's top-k heads; y = accuracy.  "
                 "<tspan fill=\"#d62728\">red: ranked by attattr</tspan>, <tspan fill=\"#1f77b4\">blue: by attention score "
@@ -219,6 +232,7 @@ int cmd_heads(int argc, char** argv) {
   std::string out = args.get("out", "heads");
   if (out.size() > 3 && out.compare(out.size() - 3, 3, ".md") == 0) out.resize(out.size() - 3);
 
+  if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
   ImageSet set = load_image_set(dir, c);
   if (limit > 0 && size_t(limit) < set.images.size()) {
     set.names.resize(size_t(limit));

@@ -25,7 +25,12 @@ ImageSet load_image_set(const std::string& dir, const Config& cfg) {
       for (const json& sc : j["scenes"]) {
         s.names.push_back(sc.at("image").get<std::string>());
         std::vector<int> ls;
-        for (const json& item : sc.at("items")) ls.push_back(item.at("class").get<int>());
+        std::vector<std::string> ms;
+        for (const json& item : sc.at("items")) {
+          ls.push_back(item.at("class").get<int>());
+          ms.push_back(item.contains("mask") ? (fs::path(dir) / item["mask"].get<std::string>()).string() : "");
+        }
+        s.masks.push_back(ms);
         for (int l : ls)
           if (l < 0 || l >= cfg.classes)
             throw Error(ErrorCode::bad_argument, labels.string() + ": class " + std::to_string(l) +
@@ -46,6 +51,7 @@ ImageSet load_image_set(const std::string& dir, const Config& cfg) {
     std::sort(files.begin(), files.end());
     s.names = files;
     s.labels.assign(files.size(), {});
+    s.masks.assign(files.size(), {});
   }
   if (s.names.empty()) throw Error(ErrorCode::bad_argument, "no images in " + dir);
   for (const std::string& n : s.names) s.images.push_back(load_image_or_npy((fs::path(dir) / n).string(), cfg));

@@ -1,6 +1,6 @@
 // image_set.h — a directory of images with their labels, as `vitlens heads` and `vitlens attack`
 // read it: DIR/labels.json as written by `vitlens scenes` ({"scenes": [{"image", "items":
-// [{"class"}]}]}), or, without it, every .png/.jpg/.jpeg/.npy file of DIR in name order, unlabelled.
+// [{"class", "mask"}]}]}; the masks are only named, not read), or, without it, every .png/.jpg/.jpeg/.npy file of DIR in name order, unlabelled.
 #pragma once
 
 #include <string>
@@ -15,6 +15,7 @@ struct ImageSet {
   std::vector<std::string> names;
   std::vector<Image> images;
   std::vector<std::vector<int>> labels;  // empty per image when unknown
+  std::vector<std::vector<std::string>> masks;  // per image, per label: the item's mask file ("" if none)
   bool labelled = false;
 };
 

@@ -62,6 +62,24 @@ TEST_CASE("the trigger is the ends of the strongest tree edges, patches only", "
   CHECK(trigger_patches(AttrTree{}, 3, 1).empty());
 }
 
+TEST_CASE("mask_patches keeps the patches at least half covered", "[attack]") {
+  const Model m = test::engine_fixture_model("nonsquare");
+  const Config& c = m.config;
+  const int H = c.image_h, W = c.image_w, p = c.patch, gw = c.grid_w();
+  std::vector<uint8_t> mask(size_t(H) * size_t(W), 0);
+  auto fill = [&](int patch, int pixels) {  // the first `pixels` pixels of the patch, row by row
+    for (int k = 0; k < pixels; ++k) mask[size_t((patch / gw) * p + k / p) * size_t(W) + size_t((patch % gw) * p + k % p)] = 255;
+  };
+  fill(0, p * p);          // whole
+  fill(1, p * p / 2);      // exactly half: kept
+  fill(gw, p * p / 2 - 1); // just under half: dropped
+  fill(c.num_patches() - 1, p * p);
+  CHECK(mask_patches(mask, H, W, c) == std::vector<int>{0, 1, c.num_patches() - 1});
+  CHECK(mask_patches(mask, H, W, c, 1.0) == std::vector<int>{0, c.num_patches() - 1});
+  CHECK(mask_patches(mask, H, W, c, 0.0).size() == size_t(c.num_patches()));
+  CHECK_THROWS_AS(mask_patches(mask, H, W + 1, c), Error);
+}
+
 TEST_CASE("patch draws are distinct, in range and reproducible", "[attack]") {
   const std::vector<int> a = draw_patches(10, 40, 123), b = draw_patches(10, 40, 123), d = draw_patches(10, 40, 124);
   CHECK(a == b);
@@ -100,14 +118,18 @@ TEST_CASE("the attack's trials and counts, re-done by hand on a small model", "[
     opt.steps = 4;
     opt.threshold = 0.2;
     opt.seed = 42;
-    const AttackResult r = run_attack(m, images, labels, opt);
+    // item control: hand-made item patch lists, one per label; image 0's item is small (2 patches)
+    std::vector<std::vector<std::vector<int>>> items;
+    for (size_t i = 0; i < images.size(); ++i)
+      items.push_back({i == 0 ? std::vector<int>{3, 5} : draw_patches(10, c.num_patches(), 77 + i)});
+    const AttackResult r = run_attack(m, images, labels, opt, {}, &items);
     REQUIRE(!r.trials.empty());
     // sources: correctly classified, ≤ 2 per class, in image order
     std::vector<int> per_class(size_t(c.classes), 0), want_sources;
     for (size_t i = 0; i < images.size(); ++i)
       if (labels[i][0] == pred[i] && per_class[size_t(pred[i])]++ < 2) want_sources.push_back(int(i));
     CHECK(r.sources == want_sources);
-    int trigger_hits = 0, control_hits = 0;
+    int trigger_hits = 0, control_hits = 0, item_hits = 0;
     for (const AttackTrial& t : r.trials) {
       CHECK(t.cls == pred[size_t(t.source)]);
       CHECK(t.pred_clean == pred[size_t(t.target)]);
@@ -117,9 +139,19 @@ TEST_CASE("the attack's trials and counts, re-done by hand on a small model", "[
       REQUIRE(!t.trigger.empty());
       CHECK(int(t.trigger.size()) <= 2 * opt.links);
       CHECK(t.control.size() == t.trigger.size());
+      // the item control: as many patches as the trigger (or all of a small item), all on the item
+      REQUIRE(t.has_item());
+      CHECK(t.item.size() == std::min(t.trigger.size(), items[size_t(t.source)][0].size()));
+      for (int q : t.item)
+        CHECK(std::find(items[size_t(t.source)][0].begin(), items[size_t(t.source)][0].end(), q) !=
+              items[size_t(t.source)][0].end());
+      CHECK(std::set<int>(t.item.begin(), t.item.end()).size() == t.item.size());
       if (mode == PasteMode::same) {
         CHECK(t.trigger_at == t.trigger);
         CHECK(t.control_at == t.control);
+        CHECK(t.item_at == t.item);
+      } else {
+        CHECK(t.item_at.size() == t.item.size());
       }
       // the trial's predictions, recomputed here
       double p = 0;
@@ -129,6 +161,10 @@ TEST_CASE("the attack's trials and counts, re-done by hand on a small model", "[
       CHECK(top1(m, paste_patches(images[size_t(t.target)], images[size_t(t.source)], t.control, t.control_at, c), &p,
                  t.cls) == t.pred_control);
       CHECK(p == Approx(t.p_control).margin(1e-12));
+      CHECK(top1(m, paste_patches(images[size_t(t.target)], images[size_t(t.source)], t.item, t.item_at, c), &p, t.cls) ==
+            t.pred_item);
+      CHECK(p == Approx(t.p_item).margin(1e-12));
+      item_hits += t.pred_item == t.cls ? 1 : 0;
       trigger_hits += t.pred_trigger == t.cls ? 1 : 0;
       control_hits += t.pred_control == t.cls ? 1 : 0;
     }
@@ -137,16 +173,30 @@ TEST_CASE("the attack's trials and counts, re-done by hand on a small model", "[
     CHECK(s.back().trials == int(r.trials.size()));
     CHECK(s.back().trigger_hits == trigger_hits);
     CHECK(s.back().control_hits == control_hits);
+    CHECK(s.back().item_trials == s.back().trials);
+    CHECK(s.back().item_hits == item_hits);
     CHECK(s.back().sources == int(r.sources.size() - r.sources_no_edges.size()));
     // deterministic: the same options give the same trials
-    const AttackResult again = run_attack(m, images, labels, opt);
+    const AttackResult again = run_attack(m, images, labels, opt, {}, &items);
     REQUIRE(again.trials.size() == r.trials.size());
     for (size_t k = 0; k < r.trials.size(); ++k) {
       CHECK(again.trials[k].target == r.trials[k].target);
       CHECK(again.trials[k].control == r.trials[k].control);
       CHECK(again.trials[k].trigger_at == r.trials[k].trigger_at);
       CHECK(again.trials[k].p_trigger == r.trials[k].p_trigger);
+      CHECK(again.trials[k].item == r.trials[k].item);
     }
+    // without masks: no item control, the same trigger and random control
+    const AttackResult plain = run_attack(m, images, labels, opt);
+    REQUIRE(plain.trials.size() == r.trials.size());
+    for (size_t k = 0; k < r.trials.size(); ++k) {
+      CHECK(!plain.trials[k].has_item());
+      CHECK(plain.trials[k].control == r.trials[k].control);
+      CHECK(plain.trials[k].pred_trigger == r.trials[k].pred_trigger);
+    }
+    CHECK(attack_summary(plain.trials, c.classes).back().item_trials == 0);
+    std::vector<std::vector<std::vector<int>>> wrong(images.size());
+    CHECK_THROWS_AS(run_attack(m, images, labels, opt, {}, &wrong), Error);
   }
 }
 
@@ -162,8 +212,14 @@ TEST_CASE("attack_summary counts hits and mean probability changes per class", "
     t.p_control = p2;
     return t;
   };
-  const std::vector<AttackTrial> trials = {trial(0, 1, 1, 0, 0.1, 0.7, 0.2), trial(0, 1, 2, 1, 0.2, 0.3, 0.6),
-                                           trial(3, 1, 1, 2, 0.0, 0.9, 0.0), trial(5, 2, 0, 0, 0.5, 0.4, 0.5)};
+  std::vector<AttackTrial> trials = {trial(0, 1, 1, 0, 0.1, 0.7, 0.2), trial(0, 1, 2, 1, 0.2, 0.3, 0.6),
+                                     trial(3, 1, 1, 2, 0.0, 0.9, 0.0), trial(5, 2, 0, 0, 0.5, 0.4, 0.5)};
+  trials[0].item = {4};  // item controls on two trials of class 1: one hit (p 0.1 → 0.5), one miss
+  trials[0].pred_item = 1;
+  trials[0].p_item = 0.5;
+  trials[2].item = {7};
+  trials[2].pred_item = 0;
+  trials[2].p_item = 0.2;
   const std::vector<AttackSummary> s = attack_summary(trials, 3);
   REQUIRE(s.size() == 4);
   CHECK(s[0].trials == 0);
@@ -176,6 +232,12 @@ TEST_CASE("attack_summary counts hits and mean probability changes per class", "
   CHECK(s[1].control_rate == Approx(1.0 / 3.0));
   CHECK(s[1].mean_dp_trigger == Approx((0.6 + 0.1 + 0.9) / 3.0));
   CHECK(s[1].mean_dp_control == Approx((0.1 + 0.4 + 0.0) / 3.0));
+  CHECK(s[1].item_trials == 2);
+  CHECK(s[1].item_hits == 1);
+  CHECK(s[1].item_rate == Approx(0.5));
+  CHECK(s[1].mean_dp_item == Approx((0.4 + 0.2) / 2.0));
+  CHECK(s[2].item_trials == 0);
+  CHECK(s[2].item_rate == 0.0);
   CHECK(s[2].trigger_hits == 0);
   CHECK(s[2].mean_dp_trigger == Approx(-0.1));
   CHECK(s[3].sources == 3);

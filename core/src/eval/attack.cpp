@@ -14,7 +14,14 @@ namespace {
 
 // A counter-based key for one purpose of one (source, slot): the draws do not depend on the
 // order in which trials run.
-enum Purpose : uint64_t { purpose_targets = 1, purpose_trigger_at = 2, purpose_control = 3, purpose_control_at = 4 };
+enum Purpose : uint64_t {
+  purpose_targets = 1,
+  purpose_trigger_at = 2,
+  purpose_control = 3,
+  purpose_control_at = 4,
+  purpose_item = 5,
+  purpose_item_at = 6
+};
 uint64_t draw_key(uint64_t seed, int source, int slot, Purpose purpose) {
   return splitmix64(splitmix64(splitmix64(seed) + uint64_t(source)) + uint64_t(slot) * 8u + uint64_t(purpose));
 }
@@ -80,6 +87,21 @@ Image paste_patches(const Image& dst, const Image& src, const std::vector<int>& 
   return out;
 }
 
+std::vector<int> mask_patches(const std::vector<uint8_t>& mask, int h, int w, const Config& c, double min_share) {
+  if (h != c.image_h || w != c.image_w || mask.size() != size_t(h) * size_t(w))
+    throw Error(ErrorCode::bad_argument, "the mask must be " + std::to_string(c.image_w) + "×" + std::to_string(c.image_h) +
+                                             " (the model's input), got " + std::to_string(w) + "×" + std::to_string(h));
+  const int gw = c.grid_w(), p = c.patch;
+  std::vector<int> out;
+  for (int q = 0; q < c.num_patches(); ++q) {
+    int in = 0;
+    for (int y = 0; y < p; ++y)
+      for (int x = 0; x < p; ++x) in += mask[size_t((q / gw) * p + y) * size_t(w) + size_t((q % gw) * p + x)] != 0 ? 1 : 0;
+    if (double(in) >= min_share * double(p * p)) out.push_back(q);
+  }
+  return out;
+}
+
 std::vector<int> draw_patches(int count, int patches, uint64_t key) {
   if (count < 0 || count > patches)
     throw Error(ErrorCode::bad_argument, "cannot draw " + std::to_string(count) + " distinct patches of " +
@@ -88,9 +110,15 @@ std::vector<int> draw_patches(int count, int patches, uint64_t key) {
 }
 
 AttackResult run_attack(const Model& m, const std::vector<Image>& images, const std::vector<std::vector<int>>& labels,
-                        const AttackOptions& opt, const ProgressFn& progress) {
+                        const AttackOptions& opt, const ProgressFn& progress,
+                        const std::vector<std::vector<std::vector<int>>>* item_patches) {
   const Config& c = m.config;
   if (images.size() != labels.size()) throw Error(ErrorCode::bad_argument, "one label set per image is needed");
+  if (item_patches && item_patches->size() != images.size())
+    throw Error(ErrorCode::bad_argument, "one list of item patches per image is needed");
+  for (size_t i = 0; item_patches && i < images.size(); ++i)
+    if ((*item_patches)[i].size() != labels[i].size())
+      throw Error(ErrorCode::bad_argument, "one list of item patches per label is needed");
   if (opt.links < 1) throw Error(ErrorCode::bad_argument, "--links must be ≥ 1");
   if (opt.sources_per_class < 1 || opt.targets_per_source < 1)
     throw Error(ErrorCode::bad_argument, "sources per class and targets per source must be ≥ 1");
@@ -135,6 +163,12 @@ AttackResult run_attack(const Model& m, const std::vector<Image>& images, const 
       const int T = std::min(opt.targets_per_source, int(pool.size()));
       const std::vector<int> picks = draw_distinct(T, int(pool.size()), draw_key(opt.seed, s, 0, purpose_targets));
       const int K = int(trigger.size());
+      std::vector<int> item_pool;  // the patches of the source's item of class c
+      if (item_patches) {
+        const std::vector<int>& ls = labels[size_t(s)];
+        item_pool = (*item_patches)[size_t(s)][size_t(std::find(ls.begin(), ls.end(), cls) - ls.begin())];
+      }
+      const int KI = std::min(K, int(item_pool.size()));
       for (int slot = 0; slot < T; ++slot) {
         AttackTrial t;
         t.source = s;
@@ -142,12 +176,16 @@ AttackResult run_attack(const Model& m, const std::vector<Image>& images, const 
         t.cls = cls;
         t.trigger = trigger;
         t.control = draw_distinct(K, P, draw_key(opt.seed, s, slot, purpose_control));
+        for (int q : draw_distinct(KI, int(item_pool.size()), draw_key(opt.seed, s, slot, purpose_item)))
+          t.item.push_back(item_pool[size_t(q)]);
         if (opt.mode == PasteMode::same) {
           t.trigger_at = t.trigger;
           t.control_at = t.control;
+          t.item_at = t.item;
         } else {
           t.trigger_at = draw_distinct(K, P, draw_key(opt.seed, s, slot, purpose_trigger_at));
           t.control_at = draw_distinct(K, P, draw_key(opt.seed, s, slot, purpose_control_at));
+          t.item_at = draw_distinct(KI, P, draw_key(opt.seed, s, slot, purpose_item_at));
         }
         const Image& target = images[size_t(t.target)];
         const Image& source = images[size_t(s)];
@@ -155,6 +193,7 @@ AttackResult run_attack(const Model& m, const std::vector<Image>& images, const 
         t.p_clean = double(probs[size_t(t.target)][cls]);
         classify(paste_patches(target, source, t.trigger, t.trigger_at, c), cls, t.pred_trigger, t.p_trigger);
         classify(paste_patches(target, source, t.control, t.control_at, c), cls, t.pred_control, t.p_control);
+        if (t.has_item()) classify(paste_patches(target, source, t.item, t.item_at, c), cls, t.pred_item, t.p_item);
         out.trials.push_back(std::move(t));
       }
     }
@@ -176,6 +215,11 @@ std::vector<AttackSummary> attack_summary(const std::vector<AttackTrial>& trials
       a.control_hits += t.control_hit() ? 1 : 0;
       a.mean_dp_trigger += t.p_trigger - t.p_clean;
       a.mean_dp_control += t.p_control - t.p_clean;
+      if (t.has_item()) {
+        a.item_trials += 1;
+        a.item_hits += t.item_hit() ? 1 : 0;
+        a.mean_dp_item += t.p_item - t.p_clean;
+      }
       if (std::find(seen[row].begin(), seen[row].end(), t.source) == seen[row].end()) seen[row].push_back(t.source);
     }
   }
@@ -187,6 +231,10 @@ std::vector<AttackSummary> attack_summary(const std::vector<AttackTrial>& trials
       a.control_rate = double(a.control_hits) / a.trials;
       a.mean_dp_trigger /= a.trials;
       a.mean_dp_control /= a.trials;
+    }
+    if (a.item_trials > 0) {
+      a.item_rate = double(a.item_hits) / a.item_trials;
+      a.mean_dp_item /= a.item_trials;
     }
   }
   return s;
