@@ -269,7 +269,7 @@ int cmd_attack(int argc, char** argv) {
   write_file(out + "-examples.svg", examples_svg(examples, set.images, c));
 
   std::string md;
-  char buf[400];
+  char buf[1200];
   md += "# Attribution-tree trigger attack: " + fs::path(model_path).filename().string() + "\n\n";
   std::snprintf(buf, sizeof buf,
                 "%zu images from `%s`; %zu sources (≤ %d per class; %zu without a tree edge), %d targets each; trigger = "
