@@ -219,7 +219,9 @@ int cmd_heads(int argc, char** argv) {
   const std::string target_arg = args.get("target", "predicted");
   int fixed_target = -1;
   if (target_arg != "predicted" && target_arg != "gold") {
-    fixed_target = args.get_int("target", -1);
+    const bool digits = !target_arg.empty() && target_arg.size() < 9 &&
+                        std::all_of(target_arg.begin(), target_arg.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    fixed_target = digits ? std::stoi(target_arg) : -1;
     if (fixed_target < 0 || fixed_target >= c.classes)
       throw Error(ErrorCode::bad_argument, "--target must be predicted, gold or a class index 0…" + std::to_string(c.classes - 1));
   }
