@@ -244,6 +244,7 @@ TEST_CASE("norm_ff: ρ of monotone stage maps, mixing means", "[norm_ff]") {
 //                                                                             geometric mean √0.8
 //   background      p2→p3, p3→p2                           1, 1                1
 //   all 12 pairs are at Chebyshev distance 1: (1.6²·0.8⁴)^(1/12)
+//   patch → CLS     p0, p1: 1/5 over 1/4 = 0.8; p2, p3: 1      geometric mean √0.8 over 4 pairs
 TEST_CASE("norm_ff: amplification per pair type and distance, by hand", "[norm_ff]") {
   const Config c = toy_config(2, 2);
   NormBlock nb = constant_block(5, 1.0f);
@@ -262,6 +263,8 @@ TEST_CASE("norm_ff: amplification per pair type and distance, by hand", "[norm_f
   CHECK(st.pairs_type(0, ff, int(PairType::item_background)) == 8);
   CHECK(st.pairs_type(0, ff, int(PairType::background_background)) == 2);
   CHECK(st.amp_dist(0, ff, 1) == Approx(std::pow(1.6 * 1.6 * 0.8 * 0.8 * 0.8 * 0.8, 1.0 / 12)).epsilon(1e-12));
+  CHECK(st.amp_prefix(0, ff) == Approx(std::sqrt(0.8)).epsilon(1e-12));
+  CHECK(st.n_prefix[size_t(ff)] == 4);
   // the FF-free transitions see no change; atb-res-ln-ff → layer undoes it (layer is all ones)
   CHECK(st.amp_type(0, 0, int(PairType::same_item)) == Approx(1.0).epsilon(1e-12));
   CHECK(st.amp_type(0, 3, int(PairType::same_item)) == Approx(1 / 1.6).epsilon(1e-12));

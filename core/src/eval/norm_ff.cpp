@@ -255,6 +255,10 @@ double NormFfStats::amp_dist(int b, int t, int d) const {
   return geometric_mean(log_dist[k], n_dist[k]);
 }
 
+double NormFfStats::amp_prefix(int b, int t) const {
+  return geometric_mean(log_prefix[size_t(b * T + t)], n_prefix[size_t(b * T + t)]);
+}
+
 NormFfStats norm_ff_start(const Config& c) {
   NormFfStats s;
   s.blocks = c.depth;
@@ -265,6 +269,8 @@ NormFfStats norm_ff_start(const Config& c) {
   s.mixing.assign(L * S, 0.0);
   s.log_type.assign(L * T * P, 0.0);
   s.n_type.assign(L * T * P, 0);
+  s.log_prefix.assign(L * T, 0.0);
+  s.n_prefix.assign(L * T, 0);
   s.log_dist.assign(L * T * D, 0.0);
   s.n_dist.assign(L * T * D, 0);
   return s;
@@ -307,6 +313,16 @@ void norm_ff_add(NormFfStats& s, const std::vector<NormBlock>& norm, const Confi
       s.rho_row[size_t(b * T + t)] += spearman_rows(before, after);
       // (b) amplification of each patch pair's share of its query's context
       const MatD sb = context_shares(before), sa = context_shares(after);
+      for (int p = 0; p < np; ++p)
+        for (int k = 0; k < prefix; ++k) {
+          const double x = sb(prefix + p, k), y = sa(prefix + p, k);
+          if (!(x > 0) || !(y > 0)) {
+            ++s.skipped;
+            continue;
+          }
+          s.log_prefix[size_t(b * T + t)] += std::log(y / x);
+          ++s.n_prefix[size_t(b * T + t)];
+        }
       for (int p = 0; p < np; ++p)
         for (int q = 0; q < np; ++q) {
           if (p == q) continue;
@@ -364,17 +380,17 @@ std::string norm_ff_markdown(const NormFfStats& s, const std::string& title, con
           "pairs of that type gain share.\n\n"
           "| block |";
     for (int k = 0; k < P; ++k) md += std::string(" ") + kPairNames[k] + " |";
-    md += "\n|---|";
-    for (int k = 0; k < P; ++k) md += "---:|";
+    md += " patch → CLS |\n|---|";
+    for (int k = 0; k <= P; ++k) md += "---:|";
     md += "\n";
     for (int b = 0; b < s.blocks; ++b) {
       md += "| " + std::to_string(b) + " |";
       for (int k = 0; k < P; ++k) md += " " + fmt("%.3f", s.amp_type(b, t, k)) + " |";
-      md += "\n";
+      md += " " + fmt("%.3f", s.amp_prefix(b, t)) + " |\n";
     }
     md += "| pairs |";
     for (int k = 0; k < P; ++k) md += " " + std::to_string(s.pairs_type(0, t, k)) + " |";
-    md += "\n";
+    md += " " + std::to_string(s.n_prefix[size_t(t)]) + " |\n";
   }
   md += "\n## Amplification by distance, " + transition_name(norm_ff_ff) +
         "\n\nAs above, by the Chebyshev distance between the two patches (in patches).\n\n| block |";
@@ -414,6 +430,7 @@ std::string norm_ff_csv(const NormFfStats& s) {
       row(b, "rho_flat", tr, "", s.mean_rho_flat(b, t), s.images);
       row(b, "rho_row", tr, "", s.mean_rho_row(b, t), s.images);
       for (int k = 0; k < P; ++k) row(b, "amp_type", tr, kPairNames[k], s.amp_type(b, t, k), s.pairs_type(b, t, k));
+      row(b, "amp_type", tr, "patch → prefix", s.amp_prefix(b, t), s.n_prefix[size_t(b * T + t)]);
       for (int d = 1; d <= s.max_distance; ++d)
         row(b, "amp_distance", tr, std::to_string(d), s.amp_dist(b, t, d),
             s.n_dist[size_t((b * T + t) * s.max_distance + d - 1)]);
@@ -441,6 +458,8 @@ std::string norm_ff_json(const NormFfStats& s) {
       for (int k = 0; k < P; ++k) types[kPairNames[k]] = {{"amplification", num(s.amp_type(b, t, k))}, {"pairs", s.pairs_type(b, t, k)}};
       for (int d = 1; d <= s.max_distance; ++d) dist.push_back(num(s.amp_dist(b, t, d)));
       jt["amplification_by_type"] = types;
+      jt["amplification_patch_to_prefix"] = {{"amplification", num(s.amp_prefix(b, t))},
+                                             {"pairs", s.n_prefix[size_t(b * T + t)]}};
       jt["amplification_by_distance"] = dist;
       tr.push_back(jt);
     }
@@ -470,6 +489,11 @@ std::vector<std::pair<std::string, std::string>> norm_ff_svgs(const NormFfStats&
       for (int b = 0; b < s.blocks; ++b) se.y.push_back(s.amp_type(b, t, k));
       types.push_back(se);
     }
+  for (int t : {norm_ff_ff, norm_ff_res2}) {
+    Series se{std::string("patch → CLS") + (t == norm_ff_ff ? " (FF)" : " (FF + res.)"), {}, t != norm_ff_ff, P};
+    for (int b = 0; b < s.blocks; ++b) se.y.push_back(s.amp_prefix(b, t));
+    types.push_back(se);
+  }
   std::vector<Series> dist;
   for (int b = 0; b < s.blocks; ++b) {
     Series se{"block " + std::to_string(b), {}, false};

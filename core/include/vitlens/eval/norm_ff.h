@@ -13,7 +13,9 @@
 //      amplification of a pair is s_after[i, j] / s_before[i, j], and a group of pairs reports the
 //      geometric mean (exp of the mean log ratio, pooled over the group's pairs of all images).
 //      Groups: by pair type from the scene masks (patch_regions, pair_type) and by the
-//      Chebyshev distance max(|Δrow|, |Δcol|) between the two patches. Only patch tokens, i ≠ j;
+//      Chebyshev distance max(|Δrow|, |Δcol|) between the two patches, and apart the pairs of a
+//      patch query with a prefix key (CLS, …: where the share the patch pairs lose goes). Patch
+//      queries only, i ≠ j;
 //      pairs with a zero share before or after are skipped (counted in `skipped`).
 //  (c) the change through every stage: (a) and (b) for each transition of norm_ff_transitions
 //      (consecutive stages, and from before the FF to after the second residual), and the mixing
@@ -94,6 +96,8 @@ struct NormFfStats {
   std::vector<double> mixing;             // (L, 5) sums of the per-image token mean
   std::vector<double> log_type;           // (L, T, 4) sums of log(s_after / s_before)
   std::vector<int64_t> n_type;            // (L, T, 4) pairs
+  std::vector<double> log_prefix;         // (L, T) patch queries → prefix keys (CLS, …)
+  std::vector<int64_t> n_prefix;          // (L, T)
   std::vector<double> log_dist;           // (L, T, D) by Chebyshev distance 1…D (index d − 1)
   std::vector<int64_t> n_dist;            // (L, T, D)
   int64_t skipped = 0;                    // pairs with a zero share before or after
@@ -106,6 +110,7 @@ struct NormFfStats {
   double amp_type(int b, int t, int type) const;
   int64_t pairs_type(int b, int t, int type) const;
   double amp_dist(int b, int t, int d) const;  // d = 1 … max_distance
+  double amp_prefix(int b, int t) const;       // a patch query's prefix keys (CLS, …)
 };
 
 // Starts the sums for a model of this shape.
