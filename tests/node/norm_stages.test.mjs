@@ -2,42 +2,17 @@
 // `explain --method norm-based --save-stages`: the wasm encoder (encodeNormStages) fed the arrays of
 // the CLI's file writes that file byte for byte, and the wasm module's own maps of the same model
 // and input (explain's norm, Input.normHeads) agree with the CLI's within 1e-5. The .npz is read
-// here by a small stored-zip reader of its own.
+// here by a small stored-zip reader of its own (npz.mjs).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import test from 'node:test';
 
+import { readNpz } from './npz.mjs';
 import { fixtureModel, loadVitlens, maxRelError, nativeCli, readNpy, repo, tmpDir } from './support.mjs';
 
 const engine = path.join(repo, 'tests/fixtures/engine');
 const STAGES = ['atb', 'atb-res', 'atb-res-ln', 'atb-res-ln-ff', 'layer'];
-
-// { name: { shape, data: Float32Array } } from the bytes of a stored (uncompressed) .npz.
-function readNpz(bytes) {
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const end = bytes.length - 22;
-  assert.equal(dv.getUint32(end, true), 0x06054b50);
-  const count = dv.getUint16(end + 10, true);
-  let p = dv.getUint32(end + 16, true);
-  const out = {};
-  for (let k = 0; k < count; k++) {
-    assert.equal(dv.getUint32(p, true), 0x02014b50);
-    assert.equal(dv.getUint16(p + 10, true), 0, 'stored');
-    const size = dv.getUint32(p + 20, true);
-    const nameLen = dv.getUint16(p + 28, true);
-    const local = dv.getUint32(p + 42, true);
-    const name = Buffer.from(bytes.subarray(p + 46, p + 46 + nameLen)).toString('latin1');
-    const start = local + 30 + dv.getUint16(local + 26, true) + dv.getUint16(local + 28, true);
-    const file = path.join(tmpDir(), 'member.npy');
-    fs.writeFileSync(file, bytes.subarray(start, start + size));
-    const { shape, data } = readNpy(file);
-    fs.rmSync(path.dirname(file), { recursive: true });
-    out[name.replace(/\.npy$/, '')] = { shape, data: new Float32Array(data) };
-    p += 46 + nameLen + dv.getUint16(p + 30, true) + dv.getUint16(p + 32, true);
-  }
-  return out;
-}
 
 // The file's arrays in the API's layout: norm (L × {maps, mixing}) and heads (L × H).
 function toApi(arrays) {
