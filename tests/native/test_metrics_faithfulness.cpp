@@ -180,6 +180,23 @@ TEST_CASE("SSIM of maps: min-max normalised, errors for bad windows", "[metrics]
   }
 }
 
+TEST_CASE("map similarity bundles ρ, |ρ| and SSIM", "[metrics][randomisation]") {
+  std::vector<float> a(81), b(81);
+  for (int i = 0; i < 81; ++i) {
+    a[size_t(i)] = std::sin(0.5f * float(i)) + 0.01f * float(i);
+    b[size_t(i)] = -a[size_t(i)];  // the sign-flipped map
+  }
+  const MapSimilarity same = map_similarity(a.data(), a.data(), 9, 9);
+  CHECK(same.spearman == Approx(1.0).epsilon(1e-12));
+  CHECK(same.spearman_abs == Approx(1.0).epsilon(1e-12));
+  CHECK(same.ssim == Approx(1.0).epsilon(1e-12));
+  const MapSimilarity flipped = map_similarity(a.data(), b.data(), 9, 9);
+  CHECK(flipped.spearman == Approx(-1.0).epsilon(1e-12));
+  CHECK(flipped.spearman_abs == Approx(1.0).epsilon(1e-12));
+  CHECK(flipped.ssim == Approx(ssim_maps(a.data(), b.data(), 9, 9)).epsilon(1e-15));
+  CHECK(flipped.ssim < 0.0);  // the min-max maps are 1 − each other: anti-correlated windows
+}
+
 TEST_CASE("randomisation survival flag: |ρ| after the last step above the threshold", "[metrics][randomisation]") {
   CHECK_FALSE(randomisation_survives({0.95, 0.8, 0.4}));
   CHECK(randomisation_survives({0.95, 0.8, 0.6}));

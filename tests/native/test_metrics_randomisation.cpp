@@ -77,7 +77,7 @@ TEST_CASE("randomisation cascade: exactly the step's tensors change, cumulativel
     Model trained = random_model(c, 21);
     trained.stored_int8 = true;  // as if loaded from an int8 file: the copy is f32
     std::vector<ParamRef> orig = param_list(trained.params, trained.config);
-    Model prev = trained;
+    Model prev = trained, stepwise = trained;
     for (int step = 0; step <= randomisation_steps(c); ++step) {
       CAPTURE(step);
       Model r = randomise_cascade(trained, step, 77);
@@ -92,6 +92,11 @@ TEST_CASE("randomisation cascade: exactly the step's tensors change, cumulativel
         // cumulative: what was random at the previous step keeps its values
         if (step > 0 && randomised_at(c, now[k].name, step - 1)) CHECK(same(now[k], before[k]));
       }
+      // the in-place cascade reaches the same model one step at a time
+      randomise_step(stepwise, step, 77);
+      CHECK_FALSE(stepwise.stored_int8);
+      std::vector<ParamRef> inplace = param_list(stepwise.params, stepwise.config);
+      for (size_t k = 0; k < now.size(); ++k) CHECK(same(inplace[k], now[k]));
       Trace tr;
       vit_forward(tr, r, random_input(c, 3));
       CHECK(tr.logits.allFinite());

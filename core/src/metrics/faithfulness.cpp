@@ -133,6 +133,14 @@ double ssim_maps(const float* a, const float* b, int h, int w, const SsimOptions
   return ssim(na.data(), nb.data(), h, w, 1.0, opt);
 }
 
+MapSimilarity map_similarity(const float* trained, const float* randomised, int h, int w, const SsimOptions& opt) {
+  MapSimilarity s;
+  s.spearman = spearman(trained, randomised, h * w);
+  s.spearman_abs = spearman_abs(trained, randomised, h * w);
+  s.ssim = ssim_maps(trained, randomised, h, w, opt);
+  return s;
+}
+
 bool randomisation_survives(const std::vector<double>& rho, double threshold) {
   return !rho.empty() && std::fabs(rho.back()) > threshold;
 }

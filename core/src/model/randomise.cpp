@@ -68,15 +68,16 @@ bool randomised_at(const Config& c, const std::string& name, int step) {
   return step >= first_random_step(c, name);
 }
 
-Model randomise_cascade(const Model& m, int step, uint64_t seed) {
-  check_step(m.config, step);
-  Model out = m;
-  out.stored_int8 = false;
-  if (step == 0) return out;
-  const std::vector<ParamRef> refs = param_list(out.params, out.config);
+namespace {
+
+// Re-initialises the parameters first random at a step in [from, to].
+void reinit(Model& m, int from, int to, uint64_t seed) {
+  m.stored_int8 = false;
+  const std::vector<ParamRef> refs = param_list(m.params, m.config);
   for (size_t k = 0; k < refs.size(); ++k) {
     const ParamRef& r = refs[k];
-    if (step < first_random_step(out.config, r.name)) continue;
+    const int first = first_random_step(m.config, r.name);
+    if (first < from || first > to) continue;
     const bool layer_norm_weight = ends_with(r.name, "norm1.weight") || ends_with(r.name, "norm2.weight") ||
                                    r.name == "norm.weight" || r.name == "fc_norm.weight" || r.name == "norm_pre.weight";
     if (ends_with(r.name, ".bias")) {
@@ -87,7 +88,20 @@ Model randomise_cascade(const Model& m, int step, uint64_t seed) {
       for (size_t i = 0; i < r.size; ++i) r.data[i] = float(0.02 * truncated_normal(seed, k, i));  // timm: σ = 0.02
     }
   }
+}
+
+}  // namespace
+
+Model randomise_cascade(const Model& m, int step, uint64_t seed) {
+  check_step(m.config, step);
+  Model out = m;
+  reinit(out, 1, step, seed);
   return out;
+}
+
+void randomise_step(Model& m, int step, uint64_t seed) {
+  check_step(m.config, step);
+  reinit(m, step, step, seed);
 }
 
 }  // namespace vitlens

@@ -89,6 +89,15 @@ double ssim(const double* x, const double* y, int h, int w, double data_range, c
 // (minmax_normalise: an all-equal map becomes all zeros), data_range = 1.
 double ssim_maps(const float* a, const float* b, int h, int w, const SsimOptions& opt = {});
 
+// What the model randomisation test records per image, method and step: the map on the
+// randomised model (`randomised`) against the map on the trained one (`trained`), both h×w.
+struct MapSimilarity {
+  double spearman = 0.0;      // Spearman's ρ of the signed maps
+  double spearman_abs = 0.0;  // ρ of |maps|
+  double ssim = 0.0;          // ssim_maps (min-max normalised, scikit-image's defaults unless opt says)
+};
+MapSimilarity map_similarity(const float* trained, const float* randomised, int h, int w, const SsimOptions& opt = {});
+
 // The survival flag of the model randomisation test: true when |ρ| after the last step (every
 // randomised layer, `rho.back()`, e.g. the mean Spearman over images) is above `threshold`.
 // 0.5 by default: a correlation beyond "moderate" with the trained model's map although no

@@ -46,4 +46,9 @@ bool randomised_at(const Config& c, const std::string& name, int step);
 // Error(bad_argument) for a step outside 0 … randomisation_steps(m.config).
 Model randomise_cascade(const Model& m, int step, uint64_t seed);
 
+// In place: re-initialises only the parameters that become random at `step` (none at step 0), and
+// clears stored_int8. Applying steps 1 … s in turn to a trained model gives randomise_cascade(m, s,
+// seed) exactly, with one copy of the weights for the whole cascade (a ViT-B is 330 MB).
+void randomise_step(Model& m, int step, uint64_t seed);
+
 }  // namespace vitlens
