@@ -226,16 +226,23 @@ TEST_CASE("ROAD curve: each step is the imputed copy's forward pass", "[metrics]
           for (int ch = 0; ch < c.channels; ++ch)
             CHECK(x.data[size_t(ch * hw + p)] == clean.data[size_t(ch * hw + p)]);
     }
-    const auto prob = curve_probabilities(curve, 2);
+    Config single = c, multi = c;
+    single.output = OutputKind::softmax;
+    multi.output = OutputKind::sigmoid;
+    const auto prob = curve_probabilities(single, curve, 2), sig = curve_probabilities(multi, curve, 2);
     const auto hits = curve_hits(curve, arg_max_class(clean_logits));
     CHECK(hits[0] == 1.0);
     for (int s = 0; s < perturbation_steps; ++s) {
+      const Vec& z = curve.logits[size_t(s)];
       double sum = 0.0;
-      for (int j = 0; j < c.classes; ++j) sum += std::exp(double(curve.logits[size_t(s)][j]));
-      CHECK(prob[size_t(s)] == Approx(std::exp(double(curve.logits[size_t(s)][2])) / sum).epsilon(1e-9));
+      for (int j = 0; j < c.classes; ++j) sum += std::exp(double(z[j]));
+      CHECK(prob[size_t(s)] == Approx(std::exp(double(z[2])) / sum).epsilon(1e-9));
+      CHECK(sig[size_t(s)] == Approx(1.0 / (1.0 + std::exp(-double(z[2])))).epsilon(1e-9));
+      CHECK(prob[size_t(s)] == Approx(double(output_probs(single, z)[2])).epsilon(1e-5));
+      CHECK(sig[size_t(s)] == Approx(double(output_probs(multi, z)[2])).epsilon(1e-5));
     }
   }
-  CHECK_THROWS_AS(curve_probabilities(PerturbationCurve{true, {}, {Vec::Zero(4), Vec::Zero(4), Vec::Zero(4), Vec::Zero(4),
+  CHECK_THROWS_AS(curve_probabilities(c, PerturbationCurve{true, {}, {Vec::Zero(4), Vec::Zero(4), Vec::Zero(4), Vec::Zero(4),
                                                                   Vec::Zero(4), Vec::Zero(4), Vec::Zero(4), Vec::Zero(4),
                                                                   Vec::Zero(4), Vec::Zero(4)}},
                                       4),
@@ -271,7 +278,7 @@ TEST_CASE("ROAD on a flat image without noise changes nothing: SRG 0", "[metrics
   road_curve(morf, w, m, clean, tr.logits, map.data(), hw, true, opt);
   road_curve(lerf, w, m, clean, tr.logits, map.data(), hw, false, opt);
   const int cls = arg_max_class(tr.logits);
-  const auto pm = curve_probabilities(morf, cls), pl = curve_probabilities(lerf, cls);
+  const auto pm = curve_probabilities(c, morf, cls), pl = curve_probabilities(c, lerf, cls);
   for (int s = 0; s < perturbation_steps; ++s) {
     CHECK(pm[size_t(s)] == Approx(pm[0]).epsilon(1e-5));
     CHECK(pl[size_t(s)] == Approx(pm[0]).epsilon(1e-5));

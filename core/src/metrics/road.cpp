@@ -121,14 +121,18 @@ void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, con
   }
 }
 
-std::array<double, perturbation_steps> curve_probabilities(const PerturbationCurve& c, int cls) {
+std::array<double, perturbation_steps> curve_probabilities(const Config& cfg, const PerturbationCurve& c, int cls) {
   std::array<double, perturbation_steps> p{};
   for (size_t s = 0; s < size_t(perturbation_steps); ++s) {
     const Vec& z = c.logits[s];
     if (cls < 0 || cls >= int(z.size()))
       throw Error(ErrorCode::bad_argument, "class " + std::to_string(cls) + " is not one of the model's " +
                                                std::to_string(z.size()) + " classes");
-    // softmax_k = 1 / Σ_j exp(z_j − z_k), in double
+    if (cfg.output == OutputKind::sigmoid) {
+      p[s] = 1.0 / (1.0 + std::exp(-double(z[cls])));
+      continue;
+    }
+    // softmax_k = 1 / Σ_j exp(z_j − z_k)
     double sum = 0.0;
     for (int j = 0; j < int(z.size()); ++j) sum += std::exp(double(z[j]) - double(z[cls]));
     p[s] = 1.0 / sum;

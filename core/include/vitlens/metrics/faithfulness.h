@@ -7,9 +7,10 @@
 // - Symmetric Relevance Gain (Blücher, Vielhaben & Strodthoff, TMLR 2024, "Decoupling Pixel
 //   Flipping and Occlusion Strategy for Consistent XAI Benchmarks"): the area between the
 //   least-relevant-first (LIF) and the most-relevant-first (MIF) pixel-flipping curves,
-//   SRG = AUC(LIF) − AUC(MIF). The curves of the paper's code are the model's softmax probability
-//   of the explained class as a function of the fraction of features removed (its default target
-//   is the label's probability), integrated over the fraction 0 … 1. Higher is better; a random
+//   SRG = AUC(LIF) − AUC(MIF). The curves of the paper's code are the model's predicted
+//   probability of the explained class (`predict_proba`; its default target is the label) as a
+//   function of the fraction of features removed, integrated over the fraction 0 … 1
+//   (curve_probabilities in road.h: softmax, or the class's sigmoid for multi-label models). Higher is better; a random
 //   map scores ≈ 0, for any removal (black fill or ROAD).
 // - Relevance Mass Accuracy and Relevance Rank Accuracy (Arras, Osman & Samek, Information Fusion
 //   2022, "CLEVR-XAI: A benchmark dataset for the ground truth evaluation of neural network

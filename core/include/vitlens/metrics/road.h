@@ -70,9 +70,11 @@ void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, con
                 const Vec& clean_logits, const float* map, int map_size, bool positive,
                 const RoadOptions& opt = {}, const PerturbationStepFn& on_step = {});
 
-// The softmax probability of class `cls` at each step of a curve (the score SRG integrates).
-// Throws Error(bad_argument) when cls is not a class of the logits.
-std::array<double, perturbation_steps> curve_probabilities(const PerturbationCurve& c, int cls);
+// The model's probability of class `cls` at each step of a curve (the score SRG integrates), per
+// the config's output kind as output_probs computes it, in double: the softmax for a single-label
+// model, the class's own sigmoid for a multi-label one (the shipped scenes model). Throws
+// Error(bad_argument) when cls is not a class of the logits.
+std::array<double, perturbation_steps> curve_probabilities(const Config& cfg, const PerturbationCurve& c, int cls);
 
 // 1 at the steps whose arg-max class is `cls`, else 0 (one image's accuracy curve).
 std::array<double, perturbation_steps> curve_hits(const PerturbationCurve& c, int cls);
