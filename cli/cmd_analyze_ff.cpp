@@ -51,7 +51,7 @@ int cmd_analyze_ff(int argc, char** argv) {
                 "[0, item-share)");
   SceneOptions scene_opt;
   scene_opt.size = c.image_h;
-  if (c.image_h != c.image_w || c.channels != 3 || c.prefix() > c.tokens())
+  if (c.image_h != c.image_w || c.channels != 3)
     throw Error(ErrorCode::bad_argument, "analyze-ff runs on square RGB scene models (such as models/vitlens-scenes.vitl)");
   validate_scene_options(scene_opt);
   const std::string out = args.get("out", "analyze-ff-out");

@@ -191,7 +191,7 @@ int cmd_explain(int argc, char** argv) {
   const std::string method = args.get("method");
   const MethodInfo* info = find_method(method);
   if (!info) throw Error(ErrorCode::bad_argument, "unknown method '" + method + "' (see vitlens explain --list)");
-  if (args.has("save-stages") && method != "norm-based")
+  if (args.has("save-stages") && std::string(info->name) != "norm-based")
     throw Error(ErrorCode::bad_argument, "--save-stages needs --method norm-based (it saves that method's stage maps)");
   const std::string image_path = args.positional().size() > 1 ? args.positional()[1] : "";
   const Model m = apply_input_size(load_model_arg(args.positional()[0]), args, image_path);
@@ -218,7 +218,7 @@ int cmd_explain(int argc, char** argv) {
   if (args.has("save-map"))
     write_npy_f32(args.get("save-map"), {saved.rows(), saved.cols()}, saved.data());
   if (args.has("out")) write_overlay(args.get("out"), ex.pixel_map, x, m.config);
-  if (args.has("save-stages")) save_norm_stages(args.get("save-stages"), method, m, x, ex);
+  if (args.has("save-stages")) save_norm_stages(args.get("save-stages"), m, x, ex);
 
   if (args.has("json")) {
     nlohmann::json out = {{"method", method},

@@ -9,9 +9,8 @@
 
 namespace vitlens::cli {
 
-void save_norm_stages(const std::string& path, const std::string& method, const Model& m, const Image& x,
-                      const Explanation& ex) {
-  if (method != "norm-based" || ex.norm.empty())
+void save_norm_stages(const std::string& path, const Model& m, const Image& x, const Explanation& ex) {
+  if (ex.norm.empty())
     throw Error(ErrorCode::bad_argument, "--save-stages needs --method norm-based (it saves that method's stage maps)");
   Trace tr;
   vit_forward(tr, m, x);

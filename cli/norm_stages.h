@@ -10,8 +10,7 @@
 namespace vitlens::cli {
 
 // Writes `path` from the norm-based explanation `ex` of input x (its per-head maps from a forward
-// pass of x). Throws Error(bad_argument) when `method` is not norm-based.
-void save_norm_stages(const std::string& path, const std::string& method, const Model& m, const Image& x,
-                      const Explanation& ex);
+// pass of x). Throws Error(bad_argument) when `ex` has no norm-based maps.
+void save_norm_stages(const std::string& path, const Model& m, const Image& x, const Explanation& ex);
 
 }  // namespace vitlens::cli

@@ -84,3 +84,26 @@ for (const shape of ['nonsquare', 'gray']) {
     }
   });
 }
+
+test('the CLI: --save-stages needs norm-based; analyze-ff writes its report', () => {
+  const tmp = tmpDir();
+  try {
+    const model = path.join(repo, 'models/vitlens-scenes.vitl');
+    const image = path.join(repo, 'models/gallery/scene_0000.png');
+    assert.throws(() => nativeCli('explain', model, image, '--method', 'rollout', '--save-stages', path.join(tmp, 'x.npz')),
+      /--save-stages needs --method norm-based/);
+    const out = path.join(tmp, 'ff');
+    const printed = nativeCli('analyze-ff', model, '--n', '3', '--out', out, '--threads', '1');
+    assert.match(printed, /over 3 images/);
+    for (const f of ['report.md', 'report.csv', 'report.json', 'ff_spearman.svg', 'ff_pair_types.svg', 'ff_distance.svg', 'mixing.svg'])
+      assert.ok(fs.existsSync(path.join(out, f)), f);
+    const report = JSON.parse(fs.readFileSync(path.join(out, 'report.json'), 'utf8'));
+    assert.equal(report.images, 3);
+    assert.equal(report.blocks.length, 6);
+    assert.equal(report.blocks[0].transitions.length, 6);
+    assert.equal(fs.readFileSync(path.join(out, 'report.md'), 'utf8') + '\nwrote', printed.slice(0, printed.lastIndexOf('wrote') + 5));
+    assert.throws(() => nativeCli('analyze-ff', model, '--n', '1', '--out', out, '--item-share', '0.3'), /item-share/);
+  } finally {
+    fs.rmSync(tmp, { recursive: true });
+  }
+});
