@@ -323,8 +323,7 @@ EvalMethod eval_parse_method(const std::string& spec, const Config* model) {
       case OptionKind::choice: {
         const double v = s.get(got);
         if (v == s.get(def)) continue;
-        if (s.kind == OptionKind::integer) text = key + "=" + shortest_number(v);
-        else if (s.kind == OptionKind::number) text = key + "=" + shortest_number(v);
+        if (s.kind == OptionKind::integer || s.kind == OptionKind::number) text = key + "=" + shortest_number(v);
         else if (s.kind == OptionKind::choice) text = key + "=" + s.choices[size_t(v)];
         else if (v != 0) text = key;
         else text = s.negation ? std::string(s.negation) : key + "=false";
