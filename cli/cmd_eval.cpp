@@ -95,6 +95,15 @@ json read_run(const std::string& dir) {
       !j.contains("run"))
     throw Error(ErrorCode::bad_format, path + " is not a run.json of this version (" + kRunFormat +
                                            "): rerun the benchmark into a new folder");
+  const json& id = j["identity"];
+  const json& run = j["run"];
+  const bool shard_ok = id.is_object() && id.contains("shard") && id["shard"].is_array() && id["shard"].size() == 2 &&
+                        id["shard"][0].is_number_integer() && id["shard"][1].is_number_integer();
+  const bool run_ok = run.is_object() && run.contains("methods") && run["methods"].is_array() &&
+                      std::all_of(run["methods"].begin(), run["methods"].end(), [](const json& m) { return m.is_string(); }) &&
+                      run.contains("n") && run["n"].is_number_integer() && run.value("kind", json()).is_string() &&
+                      run.value("title", json()).is_string() && run.value("command", json()).is_string();
+  if (!shard_ok || !run_ok) throw Error(ErrorCode::bad_format, path + " is damaged: rerun the benchmark into a new folder");
   return j;
 }
 
