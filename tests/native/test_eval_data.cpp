@@ -57,6 +57,8 @@ Model tiny_model() {
   return random_model(c, 5);
 }
 
+#if !defined(__EMSCRIPTEN__)  // the helpers of the tests that write files (not in the wasm suite)
+
 // A fresh folder under the system's temp dir, removed at the end of the test.
 struct TempDir {
   fs::path path;
@@ -143,6 +145,8 @@ std::string reports(const std::vector<EvalRecord>& records, const std::vector<st
     for (int d = 0; d < 2; ++d) all += eval_svg(s, c, d);
   return all;
 }
+
+#endif
 
 }  // namespace
 
