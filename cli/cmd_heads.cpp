@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "common.h"
-#include "image_set.h"
+#include "scene_set.h"
 #include "vitlens/methods/attattr.h"
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/io.h"
@@ -235,7 +235,7 @@ int cmd_heads(int argc, char** argv) {
   if (out.size() > 3 && out.compare(out.size() - 3, 3, ".md") == 0) out.resize(out.size() - 3);
 
   if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
-  ImageSet set = load_image_set(dir, c);
+  SceneSet set = load_scene_set(dir, c);
   if (limit > 0 && size_t(limit) < set.images.size()) {
     set.names.resize(size_t(limit));
     set.images.resize(size_t(limit));

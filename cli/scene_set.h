@@ -1,6 +1,8 @@
-// image_set.h — a directory of images with their labels, as `vitlens heads` and `vitlens attack`
+// scene_set.h — a directory of images with their labels, as `vitlens heads` and `vitlens attack`
 // read it: DIR/labels.json as written by `vitlens scenes` ({"scenes": [{"image", "items":
-// [{"class", "mask"}]}]}; the masks are only named, not read), or, without it, every .png/.jpg/.jpeg/.npy file of DIR in name order, unlabelled.
+// [{"class", "mask"}]}]}; the masks are only named, not read), or, without it, every
+// .png/.jpg/.jpeg/.npy file of DIR in name order, unlabelled. (`vitlens eval --images` reads
+// ImageNet-style folders and labels.csv instead: core/include/vitlens/eval/image_set.h.)
 #pragma once
 
 #include <string>
@@ -11,7 +13,7 @@
 
 namespace vitlens::cli {
 
-struct ImageSet {
+struct SceneSet {
   std::vector<std::string> names;
   std::vector<Image> images;
   std::vector<std::vector<int>> labels;  // empty per image when unknown
@@ -21,6 +23,6 @@ struct ImageSet {
 
 // Throws Error(bad_format) for a labels.json that is not a scenes file, Error(bad_argument) when
 // DIR holds no image or a label is not a class of the model.
-ImageSet load_image_set(const std::string& dir, const Config& cfg);
+SceneSet load_scene_set(const std::string& dir, const Config& cfg);
 
 }  // namespace vitlens::cli

@@ -1,5 +1,5 @@
-// image_set.cpp — reads a labelled (or unlabelled) image directory (image_set.h).
-#include "image_set.h"
+// scene_set.cpp — reads a labelled (or unlabelled) image directory (scene_set.h).
+#include "scene_set.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -11,10 +11,10 @@
 
 namespace vitlens::cli {
 
-ImageSet load_image_set(const std::string& dir, const Config& cfg) {
+SceneSet load_scene_set(const std::string& dir, const Config& cfg) {
   namespace fs = std::filesystem;
   using json = nlohmann::json;
-  ImageSet s;
+  SceneSet s;
   const fs::path labels = fs::path(dir) / "labels.json";
   if (fs::exists(labels)) {
     const std::vector<uint8_t> bytes = read_file(labels.string(), 1 << 24);
