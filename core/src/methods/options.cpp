@@ -294,7 +294,7 @@ void set_option(MethodOptions& opt, const std::string& key, const OptionValue& v
     const bool yes = (value.type == OptionValue::Type::boolean && value.boolean) ||
                      (value.type == OptionValue::Type::text && value.text == "true");
     if (!yes)
-      fail(key + " stands for " + s->key + "=" + a->value + " and takes no other value; got " + given(value) +
+      fail(std::string(a->word) + " stands for " + s->key + "=" + a->value + " and takes no other value; got " + given(value) +
            " (give " + s->key + " instead)");
     return set_option(opt, *s, OptionValue::of_text(a->value), model);
   }
