@@ -109,7 +109,10 @@ void check_report(const ConservationReport& ours, const nlohmann::json& ref, dou
   const nlohmann::json& layers = ref["layers"];
   REQUIRE(ours.layers.size() == layers.size());
   for (size_t i = 0; i < layers.size(); ++i) {
-    INFO(layers[i]["layer"].get<std::string>());
+    INFO(layers[i]["layer"].get<std::string>() << ": ours out " << ours.layers[i].relevance_out << " in "
+                                                << ours.layers[i].relevance_in << ", reference out "
+                                                << layers[i]["relevance_out"].get<double>() << " in "
+                                                << layers[i]["relevance_in"].get<double>());
     CHECK(ours.layers[i].layer == layers[i]["layer"].get<std::string>());
     CHECK(close(ours.layers[i].relevance_out, layers[i]["relevance_out"]));
     CHECK(close(ours.layers[i].relevance_in, layers[i]["relevance_in"]));
@@ -148,13 +151,16 @@ TEST_CASE("the conservation report matches the reference layer by layer", "[meth
       }
       // The older rules of the paper's LRP baselines (linear-rule separate, add-rule plain): the
       // report follows the reference's layer by layer although relevance is far from conserved.
+      // The plain add divides by a + b where they nearly cancel (Σ R reaches ~10³–10⁶), which
+      // amplifies the float rounding of the products S·W: the sums agree to ~1e-7 natively and
+      // ~1e-5 in wasm (another summation order), so 1e-4 here, the maps' tolerance.
       MethodOptions baseline = opt;
       baseline.linear_rule = CheferLinear::separate;
       baseline.add_rule = CheferAdd::plain;
       INFO(name << " t" << t << " lrp, baseline rules");
       const Explanation ex = explain(c.model, st, "lrp", baseline);
       check_report(ex.conservation,
-                   read_json(c.dir + "conservation_lrp-baseline-rules_t" + std::to_string(t) + ".json"), 1e-6);
+                   read_json(c.dir + "conservation_lrp-baseline-rules_t" + std::to_string(t) + ".json"), 1e-4);
       CHECK(ex.conservation.layers.front().relevance_in == Approx(2.0).epsilon(1e-6));  // the head: 2ΣR
     }
   }
