@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.h"
+#include "norm_stages.h"
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/image.h"
 #include "vitlens/methods/methods.h"
@@ -93,7 +94,9 @@ void print_help() {
       "--input-size explains at another input size than the checkpoint's: HxW in pixels (multiples of\n"
       "the patch size, at most 4097 tokens), or 'image' for the image's own aspect with about as many\n"
       "patches as the checkpoint; the position embedding is resampled bicubically (as Hugging Face's\n"
-      "interpolate_pos_encoding, without antialiasing).\n\n"
+      "interpolate_pos_encoding, without antialiasing).\n"
+      "--save-stages FILE.npz (norm-based): every block's map of each stage, the mixing ratios and the\n"
+      "per-head atb maps (arrays: README, \"Norm-based analysis\").\n\n"
       "method options (a method rejects the ones it does not read):\n");
   for (const OptionSpec* o : all_options()) {
     std::string users;
@@ -181,7 +184,7 @@ ProgressFn progress_bar(const std::string& method) {
 
 int cmd_explain(int argc, char** argv) {
   // The flags: this command's own, and every method option of the registry (options.h).
-  std::vector<std::string> values = {"input", "method", "save-map", "out", "input-size"};
+  std::vector<std::string> values = {"input", "method", "save-map", "out", "input-size", "save-stages"};
   std::vector<std::string> flags = {"help", "list", "json", "conservation", "progress"};
   for (const OptionSpec* o : all_options()) {
     (o->kind == OptionKind::flag ? flags : values).push_back(flag_name(*o));
@@ -201,6 +204,8 @@ int cmd_explain(int argc, char** argv) {
   if (!info)
     throw Error(ErrorCode::bad_argument, "unknown method '" + method_spec_name(spec) + "' (see vitlens explain --list)");
   const std::string method = info->name;
+  if (args.has("save-stages") && method != "norm-based")
+    throw Error(ErrorCode::bad_argument, "--save-stages needs --method norm-based (it saves that method's stage maps)");
   const std::string image_path = args.positional().size() > 1 ? args.positional()[1] : "";
   const Model m = apply_input_size(load_model_arg(args.positional()[0]), args, image_path);
   const Image x = load_input(args, m.config, image_path);
@@ -230,6 +235,7 @@ int cmd_explain(int argc, char** argv) {
   if (args.has("save-map"))
     write_npy_f32(args.get("save-map"), {saved.rows(), saved.cols()}, saved.data());
   if (args.has("out")) write_overlay(args.get("out"), ex.pixel_map, x, m.config);
+  if (args.has("save-stages")) save_norm_stages(args.get("save-stages"), m, x, ex);
 
   if (args.has("json")) {
     nlohmann::json out = {{"method", method},

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "vitlens/tensor/error.h"
+#include "vitlens/eval/norm_ff.h"
 #include "vitlens/io/image.h"
 #include "vitlens/tensor/limits.h"
 #include "vitlens/methods/attattr.h"
@@ -514,6 +515,16 @@ class WasmInput {
   // The attribution tree (Hao et al. 2021) by core's attattr_tree: options {threshold = 0.4,
   // target = −1, steps = 20, threads, attattr (an explanation's attattr for this input and
   // target: reused instead of computed again)}. Returns attr_tree_json's object plus target.
+  // Per block, per head, the atb stage's norm map ‖A_h[i, j]·V_h'[j]‖ (norm_head_maps), n·n
+  // Float32Arrays: what encodeNormStages stores as atb_heads.
+  val norm_heads() const {
+    return guarded([&] {
+      std::vector<std::vector<Mat>> blocks;
+      for (int b = 0; b < model_->config.depth; ++b) blocks.push_back(norm_head_maps(*model_, state_.trace, b));
+      return heads_to_js(blocks);
+    });
+  }
+
   val attr_tree(val options) const {
     return guarded([&] {
       const double threshold = number_option(options_object(options), "threshold", 0.4);
@@ -824,6 +835,58 @@ val output_spec_to_js(const OutputSpec& s) {
   return o;
 }
 
+// The norm-based stages as the .npz `vitlens explain --save-stages` writes (encode_norm_stages_npz):
+// `norm` is an explanation's norm output (L × {maps: {stage: n·n}, mixing: {stage: n}}), `heads`
+// Input.normHeads() or an empty array. Returns the file's bytes (Uint8Array).
+val encode_norm_stages_js(val norm, val heads) {
+  return guarded([&] {
+    if (!norm.isArray() || norm["length"].as<int>() < 1)
+      throw Error(ErrorCode::bad_argument, "norm must be an explanation's norm output (an array of blocks)");
+    const int L = norm["length"].as<int>();
+    if (L > limits::max_depth) throw Error(ErrorCode::limit, "norm has more blocks than any model");
+    const int64_t max_n2 = limits::max_tokens * limits::max_tokens;
+    std::vector<NormBlock> blocks(static_cast<size_t>(L));  // (L)
+    int n = -1;
+    auto square = [&](const std::vector<float>& v) {
+      const int side = int(std::lround(std::sqrt(double(v.size()))));
+      if (int64_t(side) * side != int64_t(v.size()) || (n >= 0 && side != n))
+        throw Error(ErrorCode::bad_shape, "norm maps must all be n·n values of the same n");
+      n = side;
+    };
+    for (int b = 0; b < L; ++b) {
+      const val maps = norm[b]["maps"], mixing = norm[b]["mixing"];
+      for (int s = 0; s < norm_stage_count; ++s) {
+        const char* stage = norm_stage_name(NormStage(s));
+        if (maps.isUndefined() || mixing.isUndefined() || maps[stage].isUndefined() || mixing[stage].isUndefined())
+          throw Error(ErrorCode::bad_argument, std::string("norm block lacks the stage ") + stage);
+        const std::vector<float> m = copy_in<float>(maps[stage], max_n2, "a norm map");
+        square(m);
+        blocks[size_t(b)].maps[s] = Eigen::Map<const Mat>(m.data(), n, n);
+        const std::vector<float> r = copy_in<float>(mixing[stage], limits::max_tokens, "a mixing ratio");
+        blocks[size_t(b)].mixing[s] = Eigen::Map<const Vec>(r.data(), Eigen::Index(r.size()));
+      }
+    }
+    std::vector<std::vector<Mat>> head_maps;
+    if (!heads.isUndefined() && !heads.isNull()) {
+      if (!heads.isArray()) throw Error(ErrorCode::bad_argument, "heads must be Input.normHeads() or []");
+      const int hl = heads["length"].as<int>();
+      for (int b = 0; b < hl && b <= limits::max_depth; ++b) {
+        const val hb = heads[b];
+        if (!hb.isArray()) throw Error(ErrorCode::bad_argument, "heads must be Input.normHeads() or []");
+        std::vector<Mat> per;
+        for (int h = 0; h < hb["length"].as<int>() && h <= limits::max_heads; ++h) {
+          const std::vector<float> m = copy_in<float>(hb[h], max_n2, "a head map");
+          square(m);
+          per.push_back(Eigen::Map<const Mat>(m.data(), n, n));
+        }
+        head_maps.push_back(std::move(per));
+      }
+    }
+    const std::vector<uint8_t> bytes = encode_norm_stages_npz(blocks, head_maps);
+    return val::global("Uint8Array").new_(emscripten::typed_memory_view(bytes.size(), bytes.data()));
+  });
+}
+
 // The registry with each method's option and output tables (options.h).
 val methods_js() {
   val out = val::array();
@@ -897,11 +960,13 @@ EMSCRIPTEN_BINDINGS(vitlens) {
       .function("attentionGrads", &WasmInput::attention_grads)
       .function("perturbation", &WasmInput::perturbation)
       .function("attrTree", &WasmInput::attr_tree)
-      .function("headScores", &WasmInput::head_scores);
+      .function("headScores", &WasmInput::head_scores)
+      .function("normHeads", &WasmInput::norm_heads);
   emscripten::function("decodeImage", &decode_image_js);
   emscripten::function("methods", &methods_js);
   emscripten::function("memoryStats", &memory_stats_js);
   emscripten::function("threads", &thread_limit);
+  emscripten::function("encodeNormStages", &encode_norm_stages_js);
 #if defined(__EMSCRIPTEN_PTHREADS__)
   emscripten::function("takeError", &take_error);
 #endif

@@ -329,6 +329,8 @@ export interface Input {
   perturbation(map: Float32Array, options: { positive?: boolean; target?: number; inputs?: boolean }): PerturbationCurve;
   attrTree(options: AttattrQuery & { threshold?: number }): AttrTree;
   headScores(options: AttattrQuery): HeadScores;
+  /** Per block, per head: the atb stage's norm map ‖A_h[i, j]·V_h'[j]‖ (n×n row-major). */
+  normHeads(): Float32Array[][];
   delete(): void;
 }
 
@@ -384,6 +386,12 @@ export interface VitlensModule {
   memoryStats(): { heapBytes: number; allocatedBytes: number };
   /** Threads one call can use: 1 in vitlens.js; in vitlens-mt.js min(8, hardware threads). */
   threads(): number;
+  /**
+   * The .npz `vitlens explain --method norm-based --save-stages` writes, from an explanation's
+   * `norm` and Input.normHeads() (or [] for none): atb, atb_res, atb_res_ln, atb_res_ln_ff, layer
+   * (L, n, n), mixing_ratio (L, 5, n), atb_heads (L, H, n, n), all float32.
+   */
+  encodeNormStages(norm: NonNullable<Explanation['norm']>, heads: Float32Array[][]): Uint8Array;
   /** vitlens-mt.js only (Emscripten's pthread pool): terminateAllThreads() lets node exit. */
   PThread?: { terminateAllThreads(): void };
 }

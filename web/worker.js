@@ -3,7 +3,7 @@
 // Protocol (a small typed union; see client.js for the main-thread side):
 //   request  main → worker   { type, id, in }           type: init | loadModel | importModel |
 //                                                             saveModel | prepare | release | explain | teach |
-//                                                             attattr | perturb | stats | cancel
+//                                                             attattr | normStages | perturb | stats | cancel
 //   reply    worker → main   { type: 'result', id, out }
 //                            { type: 'error',  id, err: { code, message } }
 //                            { type: 'progress', id, out: { fraction } }   (long methods and
@@ -298,6 +298,14 @@ const handlers = {
     const transfer = [];
     for (const blocks of [attn, g ?? []]) for (const heads of blocks) for (const a of heads) transfer.push(a.buffer);
     return { out: { attn, grads: g }, transfer };
+  },
+
+  // The norm-based stages of the image as the .npz `vitlens explain --save-stages` writes: the
+  // explanation's `norm` (sent back) and the image's per-head atb maps, encoded by the engine.
+  async normStages({ image, norm }) {
+    const { x } = inputOf(image);
+    const bytes = vitlens.encodeNormStages(norm, x.normHeads());
+    return { out: bytes, transfer: [bytes.buffer] };
   },
 
   // What the engine builds on an attattr explanation of the image (its `attattr`, sent back):

@@ -34,6 +34,9 @@ void check_same(const EvalRecord& a, const EvalRecord& b) {
   CHECK(a.items == b.items);
   CHECK(a.classes == b.classes);
   CHECK(a.pred == b.pred);
+  CHECK(a.skipped == b.skipped);
+  CHECK(a.segmented == b.segmented);
+  CHECK(a.scores == b.scores);
   CHECK(a.top == b.top);
   CHECK(a.seg.correct == b.seg.correct);
   CHECK(a.seg.inter == b.seg.inter);
@@ -56,6 +59,7 @@ EvalRecord single_record(int scene, const std::string& method, int gt, int pred,
     c[0].fill(pos_top);
     c[1].fill(neg_top);
   }
+  r.segmented = true;
   r.seg.correct = 3;
   r.seg.pixels = 4;
   r.seg.inter = {{2, 1}};
@@ -183,7 +187,7 @@ TEST_CASE("the summary of hand-made records", "[eval]") {
     summarise_eval(recs, {"m"}, 3);
     FAIL("a missing scene was not noticed");
   } catch (const Error& e) {
-    CHECK(std::string(e.what()).find("scene 1") != std::string::npos);
+    CHECK(std::string(e.what()).find("sample 1") != std::string::npos);
   }
 }
 

@@ -3,7 +3,7 @@
 // the mixing ratios and the rollout token map of every stage; the decomposition identities (the
 // pieces of a row plus the bias term reproduce the actual activation at every stage); results
 // independent of the thread count; the memory held per block and per row (no n×n×d array);
-// cancellation; not class-specific.
+// cancellation; not class-specific; the atb map per head (norm_head_maps).
 //
 // Set VITLENS_PARITY_REPORT=1 to print the worst error per shape and stage.
 #include <catch2/catch.hpp>
@@ -217,4 +217,42 @@ TEST_CASE("norm-based holds no n×n×d buffer (DeiT-tiny shape)", "[norm][memory
   const NormRow full = norm_row_pieces(m, tr, c.depth - 1, 5);
   const Eigen::RowVectorXf out = tr.x_final.row(5);
   CHECK(identity_error(full.pieces[int(NormStage::layer)], full.bias[int(NormStage::layer)], out) <= 1e-4);
+}
+
+// The atb stage per head, ‖A_h[i, j]·V_h'[j]‖ (norm_head_maps), against the reference's full
+// (H, n, n, d) pieces (heads.npy), with the tolerance of the stage maps; and the heads' pieces sum to
+// the atb piece, so the atb map is at most the sum of the head maps.
+TEST_CASE("norm-based per-head atb maps match the float64 reference", "[norm][reference]") {
+  for (const char* shape : {"nonsquare", "gray"}) {
+    const NormCase c = load_norm_case(shape);
+    const Config& cfg = c.model.config;
+    const int n = cfg.tokens(), L = cfg.depth, H = cfg.heads;
+    INFO("shape " << shape);
+    const NpyArray heads = read_npy(c.dir + "heads.npy");  // (L, H, n, n)
+    REQUIRE(heads.shape == std::vector<int64_t>{L, H, n, n});
+    Trace tr;
+    vit_forward(tr, c.model, c.input);
+    double worst = 0;
+    for (int b = 0; b < L; ++b) {
+      const std::vector<Mat> mine = norm_head_maps(c.model, tr, b);
+      REQUIRE(mine.size() == size_t(H));
+      const NormBlock nb = norm_block(c.model, tr, b);
+      Mat sum = Mat::Zero(n, n);
+      for (int h = 0; h < H; ++h) {
+        const size_t off = (size_t(b) * size_t(H) + size_t(h)) * size_t(n) * size_t(n);
+        const std::vector<double> ref(heads.data.begin() + long(off), heads.data.begin() + long(off + size_t(n * n)));
+        const double e = rel_max_error(mine[size_t(h)].data(), ref);
+        CHECK(e <= 1e-4);
+        worst = std::max(worst, e);
+        sum += mine[size_t(h)];
+      }
+      CHECK((nb.maps[int(NormStage::atb)].array() <= sum.array() * 1.0001f + 1e-6f).all());
+    }
+    if (std::getenv("VITLENS_PARITY_REPORT")) std::printf("norm-based %-9s per-head atb maps %.2e\n", shape, worst);
+  }
+  const NormCase c = load_norm_case("nonsquare");
+  Trace tr;
+  vit_forward(tr, c.model, c.input);
+  CHECK_THROWS_AS(norm_head_maps(c.model, tr, c.model.config.depth), Error);
+  CHECK_THROWS_AS(norm_head_maps(c.model, Trace{}, 0), Error);
 }

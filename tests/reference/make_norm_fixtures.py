@@ -6,6 +6,7 @@ Files per shape:
   maps.npy           float64 (L, 5, n, n)  N_b[stage][i, j] = ‖z_{i←j}‖, stage order
                      atb, atb-res, atb-res-ln, atb-res-ln-ff, layer
   mixing.npy         float64 (L, 5, n)     mixing ratios per stage
+  heads.npy          float64 (L, H, n, n)  the atb map per head, ‖A_h[i, j]·V_h'[j]‖
   token_<stage>.npy  float64 (H/p, W/p)    the rollout token map of that stage
   meta.json          stages, shape, the reference's own checks (decomposition identities,
                      agreement of its forward with vit_ref, closed-form FF vs a Riemann sum)
@@ -33,7 +34,7 @@ OUT = os.path.join(ROOT, "fixtures", "norm")
 def closed_form_vs_riemann(params, cfg, tr, b=0, row=0):
     """max |closed form − Riemann IG| / max |closed form| for one row of block b's FF pieces."""
     x = norm_ref._np(tr["blocks"][b]["x"])
-    pieces, bias, _, _ = norm_ref.block_pieces(params, cfg, b, x)
+    pieces, bias, _, _, _ = norm_ref.block_pieces(params, cfg, b, x)
     g = pieces["atb-res-ln"][row]
     gb = bias["atb-res-ln"][row]
     ig, ig_bias = norm_ref.ig_riemann_ff(params, cfg, b, g, gb)
@@ -55,6 +56,7 @@ def main():
         os.makedirs(out, exist_ok=True)
         np.save(os.path.join(out, "maps.npy"), r["maps"])
         np.save(os.path.join(out, "mixing.npy"), r["mixing"])
+        np.save(os.path.join(out, "heads.npy"), r["heads"])
         for st, tm in r["tokens"].items():
             np.save(os.path.join(out, "token_%s.npy" % st), tm)
         meta = OrderedDict([

@@ -23,6 +23,10 @@ they are part of the value transform of x_j; see METHODS.md):
 so that at every stage Σ_j z_{i←j} + bias_i is exactly the actual activation (x'_i, LN2(x'_i),
 mlp_out_i, the block output).
 
+Per head (the atb stage split by head, Kobayashi et al. 2020's ‖α f(x)‖): the piece
+a^h_{i←j} = A_h[i, j]·((LN1(x_j)·W_V^hᵀ + b_V^h)·W_O^hᵀ), map N_h[i, j] = ‖a^h_{i←j}‖₂, formed here as the
+full (H, n, n, d) array of pieces (Σ_h a^h_{i←j} = a_{i←j} is checked).
+
 Maps N[i, j] = ‖z_{i←j}‖₂; mixing ratio r_i = ‖Σ_{j≠i} z_{i←j}‖ / (‖Σ_{j≠i} z_{i←j}‖ + ‖z_{i←i}‖).
 Token map of a stage: row 0, columns 1: of C = N̂_L·…·N̂_1 with N̂_b = N_b / rowsum(N_b); for the
 `atb` stage (no residual inside the map) the identity is mixed in as in attention rollout:
@@ -86,6 +90,7 @@ def block_pieces(params, cfg, b, x):
 
     # f_h(x_j) = v_h[j]·W_O^hᵀ, W_O^h = proj_w[:, h·dh:(h+1)·dh]
     fx = np.stack([v[h] @ proj_w[:, h * dh:(h + 1) * dh].T for h in range(H)])   # (H, n, d)
+    head_pieces = A[:, :, :, None] * fx[:, None, :, :]      # (H, n, n, d)  [h, i, j]
     atb = np.einsum("hij,hjd->ijd", A, fx)                  # (n, n, d)  [i, j]
     eye = np.eye(n)
     res = atb + eye[:, :, None] * x[None, :, :]             # x'_{i←j}: δ_ij·x_j = δ_ij·x_i
@@ -105,7 +110,7 @@ def block_pieces(params, cfg, b, x):
     pieces = dict(zip(STAGES, (atb, res, lnp, ff, layer)))
     bias = dict(zip(STAGES, (bO, bO, ln_bias, ff_bias, bO + ff_bias)))
     actual = dict(zip(STAGES, (x_mid - x, x_mid, ln2, mlp_out, x_mid + mlp_out)))
-    return pieces, bias, actual, A
+    return pieces, bias, actual, A, head_pieces
 
 
 def ig_riemann_ff(params, cfg, b, g_pieces, g_bias, steps=4000):
@@ -152,7 +157,8 @@ def norm_based(w, params, cfg, image):
     """Everything for one input. `w` is a vit_ref.Weights (float64), used only for the forward
     pass that gives each block's input; the decomposition is recomputed here from `params`.
 
-    Returns dict: maps (L, 5, n, n), mixing (L, 5, n), token maps per stage, identity residuals.
+    Returns dict: maps (L, 5, n, n), mixing (L, 5, n), heads (L, H, n, n) the atb map per head,
+    token maps per stage, identity residuals.
     """
     import vit_ref  # the float64 reference forward pass (independent of the engine)
     import torch
@@ -160,12 +166,16 @@ def norm_based(w, params, cfg, image):
         tr = vit_ref.forward(w, cfg, image)
     L, n = cfg.depth, cfg.tokens
     maps = np.zeros((L, len(STAGES), n, n))
+    heads = np.zeros((L, cfg.heads, n, n))
     mixing = np.zeros((L, len(STAGES), n))
     worst_identity = 0.0
     worst_trace = 0.0
     for b in range(L):
         x = _np(tr["blocks"][b]["x"])
-        pieces, bias, actual, A = block_pieces(params, cfg, b, x)
+        pieces, bias, actual, A, head_pieces = block_pieces(params, cfg, b, x)
+        heads[b] = np.linalg.norm(head_pieces, axis=-1)
+        worst_identity = max(worst_identity, np.abs(head_pieces.sum(0) - pieces["atb"]).max() /
+                             np.abs(pieces["atb"]).max())
         worst_trace = max(worst_trace, np.abs(A - _np(tr["blocks"][b]["attn"])).max())
         nxt = _np(tr["blocks"][b + 1]["x"]) if b + 1 < L else _np(tr["x_final"])
         worst_trace = max(worst_trace, np.abs(actual["layer"] - nxt).max())
@@ -176,5 +186,5 @@ def norm_based(w, params, cfg, image):
             worst_identity = max(worst_identity, err / np.abs(actual[st]).max())
     tokens = {st: rollout_token_map([maps[b, s] for b in range(L)], st, cfg)
               for s, st in enumerate(STAGES)}
-    return dict(maps=maps, mixing=mixing, tokens=tokens, worst_identity=worst_identity,
+    return dict(maps=maps, mixing=mixing, heads=heads, tokens=tokens, worst_identity=worst_identity,
                 worst_trace=worst_trace, trace=tr)

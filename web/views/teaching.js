@@ -5,6 +5,7 @@
 // block 0 with no per-head data (its blocks, heads and tokens are its own: ../tokens.js). The
 // maps are over the grid of the input (app.inputInfo: the image's aspect, when chosen).
 import { on } from '../events.js';
+import { saveBlob } from '../files.js';
 import { drawGrid, formatNumber } from '../render.js';
 import { drawTree, lineChart } from '../teach.js';
 import { patchRow, tokenLayout, tokenName, tokenPatch } from '../tokens.js';
@@ -166,6 +167,7 @@ export function createTeachingView(app) {
         fig.className = 'norm-fig';
         row.append(fig);
       }
+      row.append(stagesButton(ex));
       box.append(row);
     }
     if (!td) {
@@ -174,6 +176,31 @@ export function createTeachingView(app) {
       p.textContent = 'Loading the per-head views…';
       box.append(p);
     }
+  }
+
+  // "Download stages (.npz)": every block's maps of every stage, the mixing ratios and the atb maps
+  // per head, as the engine writes them for `vitlens explain --save-stages` (the worker's
+  // normStages: core's encoder over this explanation's maps and the image's per-head maps).
+  function stagesButton(ex) {
+    const button = document.createElement('button');
+    button.type = 'button';
+    button.id = 'norm-stages-download';
+    button.textContent = 'Download stages (.npz)';
+    button.title = 'atb, atb_res, atb_res_ln, atb_res_ln_ff, layer (L, n, n); mixing_ratio (L, 5, n); atb_heads (L, H, n, n)';
+    const image = app.imageId;
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      try {
+        const bytes = await app.call('normStages', { image, norm: ex.norm });
+        const stem = (app.image?.name ?? 'image').replace(/\.[^.]*$/, '').replace(/[^\w.-]+/g, '_');
+        saveBlob(new Blob([bytes], { type: 'application/octet-stream' }), `${stem}_norm-based_stages.npz`);
+      } catch (e) {
+        button.title = `Could not export: ${e.message}`;
+      } finally {
+        button.disabled = false;
+      }
+    });
+    return button;
   }
 
   // The per-head data that belongs with explanation `ex`: of the image as last classified and, for

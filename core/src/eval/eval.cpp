@@ -1,12 +1,16 @@
-// eval.cpp — the faithfulness benchmark: per-scene protocol, the chunked two-core driver, the
-// per-scene records (JSON lines) and their reduction. The protocol is in eval.h; the reports
-// (markdown, CSV, SVG) are in eval_report.cpp.
+// eval.cpp — the faithfulness benchmark: method specs, the scene data, the per-sample protocol,
+// the chunked two-core driver, the per-sample records (JSON lines) and their reduction. The
+// protocol is in eval.h; the image sets in image_set.cpp; the reports (markdown, CSV, SVG) in
+// eval_report.cpp.
 #include "vitlens/eval/eval.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -14,6 +18,7 @@
 #include "vitlens/tensor/error.h"
 #include "vitlens/tensor/parallel.h"
 #include "vitlens/methods/methods.h"
+#include "vitlens/methods/options.h"
 #include "vitlens/metrics/perturbation.h"
 #include "vitlens/data/scenes.h"
 #include "vitlens/model/vit.h"
@@ -32,12 +37,24 @@ double ms_since(Clock::time_point t0) {
 }
 
 
-void check_model(const Model& m, const SceneOptions& so, const char* what) {
-  const Config& c = m.config;
+[[noreturn]] void fail(const std::string& msg) { throw Error(ErrorCode::bad_argument, msg); }
+
+// A scene model takes 3 × size × size scenes and has 10 classes.
+void check_scene_model(const Config& c, const SceneOptions& so, const char* what) {
   if (c.classes != fashion_classes || c.channels != 3 || c.image_h != so.size || c.image_w != so.size)
-    throw Error(ErrorCode::bad_argument, std::string(what) + " must take 3 × " + std::to_string(so.size) + " × " +
-                                             std::to_string(so.size) + " scenes and have " +
-                                             std::to_string(fashion_classes) + " classes (a scene model)");
+    fail(std::string(what) + " must take 3 × " + std::to_string(so.size) + " × " + std::to_string(so.size) +
+         " scenes and have " + std::to_string(fashion_classes) +
+         " classes (a scene model); evaluate other models on labelled images (--images DIR)");
+}
+
+// The shortest "%.{p}g" text of v that reads back as v (0.9, not 0.90000000000000002).
+std::string shortest_number(double v) {
+  char buf[40];
+  for (int p = 1; p <= 17; ++p) {
+    std::snprintf(buf, sizeof buf, "%.*g", p, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
 }
 
 // Sets NaN / ±Inf entries to 0; returns whether there were any.
@@ -53,17 +70,17 @@ bool sanitise(Mat& map) {
 
 // One worker's reusable state.
 struct Worker {
-  ExplainState st;   // the evaluated model on the clean scene
-  ExplainState cmp;  // the compare model on the clean scene
-  PerturbationWork pw;  // forward passes of perturbed scenes
+  ExplainState st;   // the evaluated model on the clean input
+  ExplainState cmp;  // the compare model on the clean input
+  PerturbationWork pw;  // forward passes of perturbed inputs
   PerturbationCurve curve;
 };
 
-// The pixel map (H, W) of a registry method for `target` on the input `st` holds.
-Mat method_map(const Model& m, ExplainState& st, const std::string& method, int target, bool& nonfinite) {
-  MethodOptions o;
+// The pixel map (H, W) of a registry method spec for `target` on the input `st` holds.
+Mat method_map(const Model& m, ExplainState& st, const EvalMethod& method, int target, bool& nonfinite) {
+  MethodOptions o = method.options;
   o.target = target;
-  Explanation e = explain(m, st, method, o);
+  Explanation e = explain(m, st, method.info->name, o);
   const Config& c = m.config;
   Mat px;
   if (e.pixel_map.rows() == c.image_h && e.pixel_map.cols() == c.image_w)
@@ -71,14 +88,14 @@ Mat method_map(const Model& m, ExplainState& st, const std::string& method, int 
   else if (e.token_map.size() > 0)
     px = upsample_bilinear(e.token_map, c.image_h, c.image_w);
   else
-    throw Error(ErrorCode::bad_argument, "method '" + method + "' returned no map to evaluate");
+    fail("method '" + method.spec + "' returned no map to evaluate");
   nonfinite = sanitise(px) || nonfinite;
   return px;
 }
 
-// `random`: u = (splitmix64(key + i) >> 40)·2⁻²⁴ per pixel i, key from (random seed, scene, class).
-Mat random_map(uint64_t random_seed, int scene, int cls, int h, int w) {
-  const uint64_t key = splitmix64(splitmix64(random_seed ^ kRandomSalt) + (uint64_t(scene) << 8) + uint64_t(cls));
+// `random`: u = (splitmix64(key + i) >> 40)·2⁻²⁴ per pixel i, key from (random seed, sample, class).
+Mat random_map(uint64_t random_seed, int sample, int cls, int h, int w) {
+  const uint64_t key = splitmix64(splitmix64(random_seed ^ kRandomSalt) + (uint64_t(sample) << 8) + uint64_t(cls));
   Mat r(h, w);  // (h, w)
   for (Eigen::Index i = 0; i < r.size(); ++i)
     r.data()[i] = float(double(splitmix64(key + uint64_t(i)) >> 40) * (1.0 / 16777216.0));
@@ -86,17 +103,18 @@ Mat random_map(uint64_t random_seed, int scene, int cls, int h, int w) {
 }
 
 Mat mask_map(const std::vector<uint8_t>& mask, int h, int w) {
+  if (mask.size() != size_t(h) * size_t(w)) fail("the oracle needs the item's mask, and this sample has none");
   Mat r(h, w);  // (h, w)
   for (Eigen::Index i = 0; i < r.size(); ++i) r.data()[i] = mask[size_t(i)] ? 1.0f : 0.0f;
   return r;
 }
 
-// The map of `method` for class `cls`, whose object is `item` (oracle) on scene `scene`.
-Mat any_map(const Model& m, ExplainState& st, const EvalOptions& opt, const std::string& method, int scene,
-            const SceneItem& item, int cls, bool& nonfinite) {
+// The map of `method` for class `cls`, whose object is `item` (oracle) on sample `sample`.
+Mat any_map(const Model& m, ExplainState& st, const EvalOptions& opt, const EvalMethod& method, int sample,
+            const EvalItem& item, int cls, bool& nonfinite) {
   const Config& c = m.config;
-  if (method == eval_random) return random_map(opt.random_seed, scene, cls, c.image_h, c.image_w);
-  if (method == eval_oracle) return mask_map(item.mask, c.image_h, c.image_w);
+  if (method.spec == eval_random) return random_map(opt.random_seed, sample, cls, c.image_h, c.image_w);
+  if (method.spec == eval_oracle) return mask_map(item.mask, c.image_h, c.image_w);
   return method_map(m, st, method, cls, nonfinite);
 }
 
@@ -114,30 +132,29 @@ void perturbation_tops(std::array<std::array<int, perturbation_steps - 1>, 2>& t
   }
 }
 
-// One scene as the workers see it: the scene, its normalised input and the clean prediction.
-struct SceneInput {
+// One sample as the workers see it, with its clean prediction.
+struct SampleInput {
   int index = 0;
-  Scene scene;
-  Image x;          // (3, H, W)
+  EvalSample sample;
   int pred = 0;     // arg-max class of the evaluated model
   double forward_ms = 0;
 };
 
-// The record of `method` on a scene whose forward passes w.st and w.cmp hold.
+// The record of `method` on a sample whose forward passes w.st and w.cmp hold.
 EvalRecord method_record(Worker& w, const Model& m, const Model* compare, const EvalOptions& opt,
-                         const SceneInput& in, const std::string& method) {
+                         const SampleInput& in, const EvalMethod& method) {
   const Config& c = m.config;
   const int hw = c.image_h * c.image_w;
-  const Scene& sc = in.scene;
-  const int items = int(sc.items.size()), pred = in.pred;
+  const std::vector<EvalItem>& items_of = in.sample.items;
+  const int items = int(items_of.size()), pred = in.pred;
   EvalRecord r;
   r.scene = in.index;
-  r.method = method;
+  r.method = method.spec;
   r.items = items;
-  for (int k = 0; k < items && k < 2; ++k) r.classes[size_t(k)] = sc.items[size_t(k)].cls;
+  for (int k = 0; k < items && k < 2; ++k) r.classes[size_t(k)] = items_of[size_t(k)].cls;
   r.pred = pred;
   r.forward_ms = in.forward_ms;
-  const bool baseline = is_baseline(method);
+  const bool baseline = method.info == nullptr;
 
   Mat pred_map;  // the predicted-class map: timed, and compared across models
   if (!baseline) {
@@ -152,21 +169,26 @@ EvalRecord method_record(Worker& w, const Model& m, const Model* compare, const 
   }
 
   if (items == 1) {
-    const SceneItem& item = sc.items[0];
+    const EvalItem& item = items_of[0];
     if (baseline) pred_map = any_map(m, w.st, opt, method, in.index, item, pred, r.nonfinite);
     const Mat target_map =
         item.cls == pred ? pred_map : any_map(m, w.st, opt, method, in.index, item, item.cls, r.nonfinite);
-    perturbation_tops(r.top[0], m, w, in.x, pred_map);
+    perturbation_tops(r.top[0], m, w, in.sample.x, pred_map);
     if (same_map(pred_map, target_map))
       r.top[1] = r.top[0];
     else
-      perturbation_tops(r.top[1], m, w, in.x, target_map);
-    r.seg = segmentation_counts(pred_map.data(), item.mask.data(), hw);
-    r.seg_ap = segmentation_ap(pred_map.data(), item.mask.data(), hw);
+      perturbation_tops(r.top[1], m, w, in.sample.x, target_map);
+    if (!item.mask.empty()) {
+      r.segmented = true;
+      r.seg = segmentation_counts(pred_map.data(), item.mask.data(), hw);
+      r.seg_ap = segmentation_ap(pred_map.data(), item.mask.data(), hw);
+    }
   } else if (items == 2) {
     for (int k = 0; k < 2; ++k) {
-      const SceneItem& own = sc.items[size_t(k)];
-      const SceneItem& other = sc.items[size_t(1 - k)];
+      const EvalItem& own = items_of[size_t(k)];
+      const EvalItem& other = items_of[size_t(1 - k)];
+      if (own.mask.size() != size_t(hw) || other.mask.size() != size_t(hw))
+        fail("a two-item sample needs both items' masks");
       const Mat mk = !baseline && own.cls == pred
                          ? pred_map
                          : any_map(m, w.st, opt, method, in.index, own, own.cls, r.nonfinite);
@@ -177,44 +199,79 @@ EvalRecord method_record(Worker& w, const Model& m, const Model* compare, const 
   return r;
 }
 
-// The records of `scene` for `methods`, in that order.
-std::vector<EvalRecord> scene_records(Worker& w, const Model& m, const Model* compare, const FashionMnist& test,
-                                      const EvalOptions& opt, int scene, const std::vector<std::string>& methods) {
-  SceneInput in;
-  in.index = scene;
-  in.scene = make_scene(test, opt.scenes, opt.seed, uint64_t(scene));
-  in.x = scene_input(in.scene.pixels, m.config);
-  const auto t0 = Clock::now();
-  w.st.set_input(m, in.x);
-  in.forward_ms = ms_since(t0);
-  if (compare) w.cmp.set_input(*compare, in.x);
-  in.pred = arg_max_class(w.st.trace.logits);
+// A loaded sample must fit the model (a loader's programming error otherwise).
+void check_sample(const EvalSample& s, const Config& c, int index) {
+  const std::string where = "sample " + std::to_string(index) + ": ";
+  if (s.x.c != c.channels || s.x.h != c.image_h || s.x.w != c.image_w)
+    throw Error(ErrorCode::bad_shape, where + "the input does not have the model's shape");
+  if (s.items.empty() || s.items.size() > 2) fail(where + "a sample has one or two items");
+  for (const EvalItem& it : s.items) {
+    if (it.cls < 0 || it.cls >= c.classes) fail(where + "class " + std::to_string(it.cls) + " is not a class of the model");
+    if (!it.mask.empty() && it.mask.size() != size_t(c.image_h) * size_t(c.image_w))
+      throw Error(ErrorCode::bad_shape, where + "the mask does not have the model's input size");
+  }
+}
+
+// The records of `sample` for `methods`, in that order.
+std::vector<EvalRecord> sample_records(Worker& w, const Model& m, const Model* compare, const EvalData& data,
+                                       const EvalOptions& opt, int sample,
+                                       const std::vector<const EvalMethod*>& methods) {
+  SampleInput in;
+  in.index = sample;
+  in.sample = data.load(sample, m.config);
   std::vector<EvalRecord> out;
-  for (const std::string& method : methods) {
+  if (!in.sample.skipped.empty()) {
+    for (const EvalMethod* method : methods) {
+      EvalRecord r;
+      r.scene = sample;
+      r.method = method->spec;
+      r.skipped = in.sample.skipped;
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+  check_sample(in.sample, m.config, sample);
+  const auto t0 = Clock::now();
+  w.st.set_input(m, in.sample.x);
+  in.forward_ms = ms_since(t0);
+  if (compare) w.cmp.set_input(*compare, in.sample.x);
+  in.pred = arg_max_class(w.st.trace.logits);
+  for (const EvalMethod* method : methods) {
     try {
-      out.push_back(method_record(w, m, compare, opt, in, method));
+      out.push_back(method_record(w, m, compare, opt, in, *method));
     } catch (const Error& e) {
-      throw Error(e.code(), "method '" + method + "' on scene " + std::to_string(scene) + ": " + e.what());
+      throw Error(e.code(), "method '" + method->spec + "' on sample " + std::to_string(sample) + ": " + e.what());
     }
   }
   return out;
 }
 
-void check_options(const Model& m, const Model* compare, const EvalOptions& opt) {
-  validate_scene_options(opt.scenes);
-  check_model(m, opt.scenes, "the model");
+// Checks the models, the data and the options; returns the parsed methods.
+std::vector<EvalMethod> check_options(const Model& m, const Model* compare, const EvalData& data,
+                                      const EvalOptions& opt) {
+  if (data.check) data.check(m.config, "the model");
   if (compare) {
-    check_model(*compare, opt.scenes, "the compare model");
+    if (data.check) data.check(compare->config, "the compare model");
     const Config &a = m.config, &b = compare->config;
-    if (a.patch != b.patch || a.dim != b.dim || a.depth != b.depth || a.heads != b.heads || a.mlp_dim != b.mlp_dim)
-      throw Error(ErrorCode::bad_argument, "the compare model has another shape than the model: give the same "
-                                           "weights in another storage (e.g. the -f32 file of an int8 model)");
+    if (a.patch != b.patch || a.dim != b.dim || a.depth != b.depth || a.heads != b.heads || a.mlp_dim != b.mlp_dim ||
+        a.classes != b.classes || a.channels != b.channels || a.image_h != b.image_h || a.image_w != b.image_w)
+      fail("the compare model has another shape than the model: give the same weights in another storage "
+           "(e.g. the -f32 file of an int8 model)");
   }
-  if (opt.n < 1) throw Error(ErrorCode::bad_argument, "the benchmark needs at least one scene");
-  if (opt.methods.empty()) throw Error(ErrorCode::bad_argument, "no method to evaluate");
-  for (const std::string& name : opt.methods)
-    if (!is_baseline(name) && !find_method(name))
-      throw Error(ErrorCode::bad_argument, "unknown method '" + name + "' (see vitlens explain --list)");
+  if (opt.n < 1) fail("the benchmark needs at least one sample");
+  if (opt.n > data.size)
+    fail("there are only " + std::to_string(data.size) + " samples: give --n " + std::to_string(data.size) +
+         " or less");
+  if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
+    fail("a shard is I/N with 0 ≤ I < N");
+  if (opt.methods.empty()) fail("no method to evaluate");
+  std::vector<EvalMethod> methods;
+  for (const std::string& spec : opt.methods) {
+    methods.push_back(eval_parse_method(spec, &m.config));
+    if (methods.back().spec == eval_oracle && !data.masks)
+      fail("the oracle baseline needs object masks: give --masks MDIR or leave out oracle");
+  }
+  return methods;
 }
 
 double median(std::vector<double> v) {
@@ -233,45 +290,152 @@ std::vector<std::string> eval_slow_methods() {
   return names;
 }
 
-std::vector<std::string> eval_resolve_methods(const std::string& spec, bool include_slow) {
+EvalMethod eval_parse_method(const std::string& spec, const Config* model) {
+  EvalMethod out;
+  if (is_baseline(spec)) {
+    out.spec = spec;
+    return out;
+  }
+  const std::string name = spec.substr(0, spec.find(':'));
+  if (is_baseline(name)) fail("the baseline " + name + " takes no options: give '" + name + "'");
+  if (name.empty()) fail("a method spec starts with the method's name: NAME or NAME:key=value, got '" + spec + "'");
+  MethodOptions o;
+  const MethodInfo& info = parse_method_spec(spec, o, model);
+  for (const std::string& key : o.given) {
+    if (key == "target")
+      fail("'" + spec + "': eval explains the predicted and the true class itself; leave out target");
+    if (key == "threads")
+      fail("'" + spec + "': threads does not change a map; eval's --threads sets the workers");
+  }
+  o.threads = 1;
+  // The canonical text: the options not at their default, keys in byte order.
+  const MethodOptions got = resolve_defaults(info, o), def = resolve_defaults(info, default_options(&info));
+  std::vector<std::string> keys = o.given;
+  std::sort(keys.begin(), keys.end());
+  std::string canon = info.name;
+  for (const std::string& key : keys) {
+    const OptionSpec& s = method_option(info, key);
+    std::string text;
+    switch (s.kind) {
+      case OptionKind::integer:
+      case OptionKind::number:
+      case OptionKind::flag:
+      case OptionKind::choice: {
+        const double v = s.get(got);
+        if (v == s.get(def)) continue;
+        if (s.kind == OptionKind::integer || s.kind == OptionKind::number) text = key + "=" + shortest_number(v);
+        else if (s.kind == OptionKind::choice) {
+          text = key + "=" + s.choices[size_t(v)];
+          for (const OptionSpec::Alias& a : s.aliases)  // the value's alias word: "no-grad"
+            if (s.choices[size_t(v)] == a.value) text = a.word;
+        } else if (v != 0) text = key;
+        else text = key + "=false";
+        break;
+      }
+      case OptionKind::method: {
+        const std::string v = s.get_text(got);
+        if (v == s.get_text(def)) continue;
+        text = key + "=" + (v.find(':') == std::string::npos ? v : "(" + v + ")");  // a spec in parentheses
+        break;
+      }
+      case OptionKind::image: fail("'" + spec + "': " + key + " takes an image, which a method spec cannot give");
+    }
+    canon += ":" + text;
+  }
+  out.spec = canon;
+  out.info = &info;
+  out.options = std::move(o);
+  return out;
+}
+
+std::string eval_canonical_spec(const std::string& spec, const Config* model) {
+  return eval_parse_method(spec, model).spec;
+}
+
+std::vector<std::string> eval_resolve_methods(const std::string& list, bool include_slow, const Config* model) {
   std::vector<std::string> out;
-  if (spec == "all") {
+  if (list == "all") {
     for (const MethodInfo& info : method_registry())
       if (include_slow || !info.long_running) out.push_back(info.name);
     out.push_back(eval_random);
     out.push_back(eval_oracle);
     return out;
   }
+  std::vector<std::string> given;
   size_t start = 0;
-  while (start <= spec.size()) {
-    const size_t comma = std::min(spec.find(',', start), spec.size());
-    const std::string name = spec.substr(start, comma - start);
-    if (name.empty()) throw Error(ErrorCode::bad_argument, "empty method name in '" + spec + "'");
-    if (!is_baseline(name) && !find_method(name))
-      throw Error(ErrorCode::bad_argument, "unknown method '" + name + "': give 'all' or a comma-separated list of "
-                                           "methods (vitlens explain --list) and the baselines random, oracle");
-    if (std::find(out.begin(), out.end(), name) != out.end())
-      throw Error(ErrorCode::bad_argument, "method '" + name + "' is listed twice");
-    out.push_back(name);
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string spec = list.substr(start, comma - start);
+    if (spec.empty()) fail("empty method spec in '" + list + "'");
+    std::string canon;
+    try {
+      canon = eval_canonical_spec(spec, model);
+    } catch (const Error& e) {
+      fail(std::string(e.what()) + " — give 'all' or a comma-separated list of method specs, NAME or "
+           "NAME:key=value[:key=value…] (vitlens explain --list), and the baselines random, oracle");
+    }
+    const auto it = std::find(out.begin(), out.end(), canon);
+    if (it != out.end()) {
+      const std::string& first = given[size_t(it - out.begin())];
+      fail(first == spec ? "method '" + spec + "' is listed twice"
+                         : "'" + first + "' and '" + spec + "' are the same method spec (" + canon + ")");
+    }
+    out.push_back(canon);
+    given.push_back(spec);
     start = comma + 1;
   }
   return out;
 }
 
+EvalData scene_data(const FashionMnist& test, const SceneOptions& so, uint64_t seed) {
+  EvalData d;
+  d.kind = "scenes";
+  d.size = INT_MAX;
+  d.masks = true;
+  const FashionMnist* src = &test;
+  d.load = [src, so, seed](int i, const Config& c) {
+    const Scene sc = make_scene(*src, so, seed, uint64_t(i));
+    EvalSample s;
+    s.x = scene_input(sc.pixels, c);
+    for (const SceneItem& item : sc.items) s.items.push_back({item.cls, item.mask});
+    return s;
+  };
+  d.check = [so](const Config& c, const char* what) {
+    validate_scene_options(so);
+    check_scene_model(c, so, what);
+  };
+  return d;
+}
+
+std::vector<int> eval_shard_samples(int n, int index, int count) {
+  if (count < 1 || index < 0 || index >= count) fail("a shard is I/N with 0 ≤ I < N");
+  std::vector<int> out;
+  for (int i = index; i < n; i += count) out.push_back(i);
+  return out;
+}
+
 std::string eval_record_to_json(const EvalRecord& r) {
   auto round_us = [](double ms) { return std::round(ms * 1000.0) / 1000.0; };
-  json j = {{"scene", r.scene}, {"method", r.method}, {"items", r.items}, {"pred", r.pred}};
+  json j = {{"scene", r.scene}, {"method", r.method}};
+  if (!r.skipped.empty()) {
+    j["skipped"] = r.skipped;
+    return j.dump();
+  }
+  j["items"] = r.items;
+  j["pred"] = r.pred;
   json classes = json::array();
   for (int k = 0; k < r.items && k < 2; ++k) classes.push_back(r.classes[size_t(k)]);
   j["classes"] = classes;
   if (r.items == 1) {
     j["top"] = r.top;
-    j["seg"] = {{"correct", r.seg.correct}, {"pixels", r.seg.pixels}, {"inter", r.seg.inter},
-                {"union", r.seg.uni}, {"ap", r.seg_ap}};
+    if (r.segmented)
+      j["seg"] = {{"correct", r.seg.correct}, {"pixels", r.seg.pixels}, {"inter", r.seg.inter},
+                  {"union", r.seg.uni}, {"ap", r.seg_ap}};
   } else if (r.items == 2) {
     j["share"] = r.share;
     j["pointing"] = r.pointing;
   }
+  if (!r.scores.empty()) j["scores"] = r.scores;
   if (std::isfinite(r.rho)) j["rho"] = r.rho;
   if (std::isfinite(r.ms)) j["ms"] = round_us(r.ms);
   if (std::isfinite(r.forward_ms)) j["forward_ms"] = round_us(r.forward_ms);
@@ -285,24 +449,34 @@ EvalRecord eval_record_from_json(const std::string& line) {
     const json j = json::parse(line);
     r.scene = j.at("scene").get<int>();
     r.method = j.at("method").get<std::string>();
+    if (r.scene < 0) throw Error(ErrorCode::bad_format, "a record's sample index is negative");
+    if (j.contains("skipped")) {
+      r.skipped = j["skipped"].get<std::string>();
+      if (r.skipped.empty()) throw Error(ErrorCode::bad_format, "a skipped record gives no reason");
+      return r;
+    }
     r.items = j.at("items").get<int>();
     r.pred = j.at("pred").get<int>();
     const json& classes = j.at("classes");
-    if (r.scene < 0 || r.items < 1 || r.items > 2 || int(classes.size()) != r.items)
-      throw Error(ErrorCode::bad_format, "a record's scene, items or classes are out of range");
+    if (r.items < 1 || r.items > 2 || int(classes.size()) != r.items)
+      throw Error(ErrorCode::bad_format, "a record's items or classes are out of range");
     for (int k = 0; k < r.items; ++k) r.classes[size_t(k)] = classes[size_t(k)].get<int>();
     if (r.items == 1) {
       r.top = j.at("top").get<decltype(r.top)>();
-      const json& s = j.at("seg");
-      r.seg.correct = s.at("correct").get<int64_t>();
-      r.seg.pixels = s.at("pixels").get<int64_t>();
-      r.seg.inter = s.at("inter").get<std::array<int64_t, 2>>();
-      r.seg.uni = s.at("union").get<std::array<int64_t, 2>>();
-      r.seg_ap = s.at("ap").get<double>();
+      if (j.contains("seg")) {
+        const json& s = j["seg"];
+        r.segmented = true;
+        r.seg.correct = s.at("correct").get<int64_t>();
+        r.seg.pixels = s.at("pixels").get<int64_t>();
+        r.seg.inter = s.at("inter").get<std::array<int64_t, 2>>();
+        r.seg.uni = s.at("union").get<std::array<int64_t, 2>>();
+        r.seg_ap = s.at("ap").get<double>();
+      }
     } else {
       r.share = j.at("share").get<std::array<double, 2>>();
       r.pointing = j.at("pointing").get<std::array<double, 2>>();
     }
+    if (j.contains("scores")) r.scores = j["scores"].get<std::map<std::string, double>>();
     if (j.contains("rho")) r.rho = j["rho"].get<double>();
     if (j.contains("ms")) r.ms = j["ms"].get<double>();
     if (j.contains("forward_ms")) r.forward_ms = j["forward_ms"].get<double>();
@@ -313,28 +487,40 @@ EvalRecord eval_record_from_json(const std::string& line) {
   return r;
 }
 
+std::vector<EvalRecord> eval_sample(const Model& m, const Model* compare, const EvalData& data,
+                                    const EvalOptions& opt, int sample) {
+  const std::vector<EvalMethod> methods = check_options(m, compare, data, opt);
+  std::vector<const EvalMethod*> all;
+  for (const EvalMethod& e : methods) all.push_back(&e);
+  Worker w;
+  return sample_records(w, m, compare, data, opt, sample, all);
+}
+
 std::vector<EvalRecord> eval_scene(const Model& m, const Model* compare, const FashionMnist& test,
                                    const EvalOptions& opt, int scene) {
-  check_options(m, compare, opt);
-  Worker w;
-  return scene_records(w, m, compare, test, opt, scene, opt.methods);
+  return eval_sample(m, compare, scene_data(test, opt.scenes, opt.seed), opt, scene);
 }
 
 void run_eval(const Model& m, const Model* compare, const FashionMnist& test, const EvalOptions& opt,
               const std::vector<EvalRecord>& done, const EvalSink& sink, const EvalProgressFn& progress) {
-  check_options(m, compare, opt);
-  const size_t nm = opt.methods.size();
+  run_eval(m, compare, scene_data(test, opt.scenes, opt.seed), opt, done, sink, progress);
+}
+
+void run_eval(const Model& m, const Model* compare, const EvalData& data, const EvalOptions& opt,
+              const std::vector<EvalRecord>& done, const EvalSink& sink, const EvalProgressFn& progress) {
+  const std::vector<EvalMethod> methods = check_options(m, compare, data, opt);
+  const size_t nm = methods.size();
   std::vector<std::vector<char>> have(size_t(opt.n), std::vector<char>(nm, 0));  // (n, methods)
   for (const EvalRecord& r : done) {
     if (r.scene < 0 || r.scene >= opt.n) continue;
     for (size_t k = 0; k < nm; ++k)
-      if (opt.methods[k] == r.method) have[size_t(r.scene)][k] = 1;
+      if (methods[k].spec == r.method) have[size_t(r.scene)][k] = 1;
   }
-  std::vector<std::pair<int, std::vector<std::string>>> todo;  // (scene, its missing methods)
-  for (int i = 0; i < opt.n; ++i) {
-    std::vector<std::string> missing;
+  std::vector<std::pair<int, std::vector<const EvalMethod*>>> todo;  // (sample, its missing methods)
+  for (int i : eval_shard_samples(opt.n, opt.shard_index, opt.shard_count)) {
+    std::vector<const EvalMethod*> missing;
     for (size_t k = 0; k < nm; ++k)
-      if (!have[size_t(i)][k]) missing.push_back(opt.methods[k]);
+      if (!have[size_t(i)][k]) missing.push_back(&methods[k]);
     if (!missing.empty()) todo.emplace_back(i, std::move(missing));
   }
   const int threads = std::max(1, opt.threads), chunk = std::max(1, opt.chunk);
@@ -350,7 +536,7 @@ void run_eval(const Model& m, const Model* compare, const FashionMnist& test, co
     run_workers(threads, [&](int t) {
       for (size_t j = next++; j < count; j = next++) {
         const auto& job = todo[first + j];
-        slots[j] = scene_records(workers[size_t(t)], m, compare, test, opt, job.first, job.second);
+        slots[j] = sample_records(workers[size_t(t)], m, compare, data, opt, job.first, job.second);
       }
     });
     std::vector<EvalRecord> batch;
@@ -365,25 +551,40 @@ void run_eval(const Model& m, const Model* compare, const FashionMnist& test, co
 }
 
 EvalSummary summarise_eval(const std::vector<EvalRecord>& records, const std::vector<std::string>& methods, int n) {
-  if (methods.empty()) throw Error(ErrorCode::bad_argument, "no method to summarise");
+  std::vector<int> samples;
+  for (int i = 0; i < n; ++i) samples.push_back(i);
+  return summarise_eval(records, methods, samples);
+}
+
+EvalSummary summarise_eval(const std::vector<EvalRecord>& records, const std::vector<std::string>& methods,
+                           const std::vector<int>& samples, const std::string& kind) {
+  if (methods.empty()) fail("no method to summarise");
   std::map<std::pair<int, std::string>, const EvalRecord*> index;
-  for (const EvalRecord& r : records)
-    if (r.scene >= 0 && r.scene < n) index.emplace(std::make_pair(r.scene, r.method), &r);
+  for (const EvalRecord& r : records) index.emplace(std::make_pair(r.scene, r.method), &r);
   EvalSummary s;
-  s.n = n;
+  s.kind = kind;
+  s.n = int(samples.size());
+  constexpr size_t kReasons = 10;  // skipped samples listed by name
   std::vector<double> forward;
   for (size_t k = 0; k < methods.size(); ++k) {
     EvalMethodSummary ms;
     ms.method = methods[k];
     double ap_sum = 0, share_sum = 0, pointing_sum = 0, rho_sum = 0;
+    std::map<std::string, std::pair<double, int>> score_sums;  // name → (sum, count)
     std::vector<double> times;
-    int single = 0, two = 0;
-    for (int i = 0; i < n; ++i) {
+    int single = 0, two = 0, segmented = 0, skipped = 0;
+    for (int i : samples) {
       const auto it = index.find({i, methods[k]});
       if (it == index.end())
-        throw Error(ErrorCode::bad_argument, "no result for scene " + std::to_string(i) + " and method '" +
-                                                 methods[k] + "': run the benchmark to complete it");
+        fail("no result for sample " + std::to_string(i) + " and method '" + methods[k] +
+             "': run the benchmark to complete it");
       const EvalRecord& r = *it->second;
+      if (!r.skipped.empty()) {
+        ++skipped;
+        if (k == 0 && s.skipped_reasons.size() < kReasons)
+          s.skipped_reasons.push_back("sample " + std::to_string(i) + ": " + r.skipped);
+        continue;
+      }
       if (k == 0 && std::isfinite(r.forward_ms)) forward.push_back(r.forward_ms);
       ms.nonfinite += r.nonfinite;
       if (std::isfinite(r.rho)) {
@@ -391,6 +592,10 @@ EvalSummary summarise_eval(const std::vector<EvalRecord>& records, const std::ve
         ms.rho_scenes++;
       }
       if (std::isfinite(r.ms)) times.push_back(r.ms);
+      for (const auto& [name, v] : r.scores) {
+        score_sums[name].first += v;
+        score_sums[name].second++;
+      }
       if (r.items == 1) {
         ++single;
         const int gt = r.classes[0];
@@ -399,35 +604,50 @@ EvalSummary summarise_eval(const std::vector<EvalRecord>& records, const std::ve
             ms.acc[c][d][0] += r.pred == gt;
             for (size_t st = 1; st < size_t(perturbation_steps); ++st) ms.acc[c][d][st] += r.top[c][d][st - 1] == gt;
           }
-        ms.seg.add(r.seg);
-        ap_sum += r.seg_ap;
+        if (r.segmented) {
+          ++segmented;
+          ms.seg.add(r.seg);
+          ap_sum += r.seg_ap;
+        }
       } else if (r.items == 2) {
         ++two;
         share_sum += r.share[0] + r.share[1];
         pointing_sum += r.pointing[0] + r.pointing[1];
       }
     }
-    ms.perturbation_scenes = ms.segmentation_scenes = single;
+    ms.perturbation_scenes = single;
+    ms.segmentation_scenes = segmented;
     ms.class_maps = 2 * two;
     for (size_t c = 0; c < 2; ++c)
       for (size_t d = 0; d < 2; ++d) {
         for (double& a : ms.acc[c][d]) a = single ? a / single : 0.0;
         ms.auc[c][d] = perturbation_auc(ms.acc[c][d]);
       }
-    ms.pixel_acc = ms.seg.pixel_accuracy();
-    ms.miou = ms.seg.miou();
-    ms.map = single ? ap_sum / single : 0.0;
-    ms.share = two ? share_sum / (2 * two) : 0.0;
-    ms.pointing = two ? pointing_sum / (2 * two) : 0.0;
+    if (segmented) {
+      ms.pixel_acc = ms.seg.pixel_accuracy();
+      ms.miou = ms.seg.miou();
+      ms.map = ap_sum / segmented;
+    }
+    if (two) {
+      ms.share = share_sum / (2 * two);
+      ms.pointing = pointing_sum / (2 * two);
+    }
+    for (const auto& [name, sum] : score_sums) ms.scores[name] = sum.first / sum.second;
     if (ms.rho_scenes) ms.rho = rho_sum / ms.rho_scenes;
     ms.timed = int(times.size());
     ms.ms = median(times);
     s.single = single;
     s.two = two;
+    s.skipped = skipped;
     s.methods.push_back(std::move(ms));
   }
   s.forward_ms = median(forward);
   return s;
+}
+
+void eval_drop_timings(EvalSummary& s) {
+  s.forward_ms = EvalRecord::none;
+  for (EvalMethodSummary& m : s.methods) m.ms = EvalRecord::none;
 }
 
 }  // namespace vitlens

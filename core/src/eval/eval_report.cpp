@@ -1,8 +1,10 @@
 // eval_report.cpp — the benchmark's reports: a markdown table in the layout of Chefer et al.'s
 // tables (methods as rows, the perturbation AUCs for the predicted and the target class, then the
 // segmentation figures), a CSV with every figure and curve point, and SVG plots of the
-// perturbation curves drawn here (no plotting dependency).
+// perturbation curves drawn here (no plotting dependency). A markdown column whose figure no
+// method has (no masks, no two-item scenes, no compare model, timings dropped) is left out.
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
@@ -43,25 +45,51 @@ const char* kMapClass[2] = {"predicted", "target"};
 // A column of the markdown table: its header, how a method's value is read and printed, and
 // whether higher is better (for the bold best entry; 0 = not ranked).
 struct Column {
-  const char* header;
-  double (*value)(const EvalMethodSummary&);
+  std::string header;
+  std::function<double(const EvalMethodSummary&)> value;
   const char* format;
   int better;  // +1 higher, −1 lower, 0 none
 };
 
-const Column kColumns[] = {
-    {"Neg. AUC ↑ predicted", [](const EvalMethodSummary& m) { return m.auc[0][1]; }, "%.2f", +1},
-    {"Neg. AUC ↑ target", [](const EvalMethodSummary& m) { return m.auc[1][1]; }, "%.2f", +1},
-    {"Pos. AUC ↓ predicted", [](const EvalMethodSummary& m) { return m.auc[0][0]; }, "%.2f", -1},
-    {"Pos. AUC ↓ target", [](const EvalMethodSummary& m) { return m.auc[1][0]; }, "%.2f", -1},
-    {"Pixel acc. ↑", [](const EvalMethodSummary& m) { return 100.0 * m.pixel_acc; }, "%.2f", +1},
-    {"mIoU ↑", [](const EvalMethodSummary& m) { return 100.0 * m.miou; }, "%.2f", +1},
-    {"mAP ↑", [](const EvalMethodSummary& m) { return 100.0 * m.map; }, "%.2f", +1},
-    {"Class share ↑", [](const EvalMethodSummary& m) { return 100.0 * m.share; }, "%.2f", +1},
-    {"Pointing ↑", [](const EvalMethodSummary& m) { return 100.0 * m.pointing; }, "%.2f", +1},
-    {"int8–f32 ρ ↑", [](const EvalMethodSummary& m) { return m.rho; }, "%.4f", +1},
-    {"ms / image", [](const EvalMethodSummary& m) { return m.ms; }, "%.2f", 0},
-};
+// The columns of `s`: the fixed ones, then one per EvalRecord::scores name (byte order) before
+// the latency; those no method has a value for are left out.
+std::vector<Column> columns(const EvalSummary& s) {
+  std::vector<Column> all = {
+      {"Neg. AUC ↑ predicted", [](const EvalMethodSummary& m) { return m.auc[0][1]; }, "%.2f", +1},
+      {"Neg. AUC ↑ target", [](const EvalMethodSummary& m) { return m.auc[1][1]; }, "%.2f", +1},
+      {"Pos. AUC ↓ predicted", [](const EvalMethodSummary& m) { return m.auc[0][0]; }, "%.2f", -1},
+      {"Pos. AUC ↓ target", [](const EvalMethodSummary& m) { return m.auc[1][0]; }, "%.2f", -1},
+      {"Pixel acc. ↑", [](const EvalMethodSummary& m) { return 100.0 * m.pixel_acc; }, "%.2f", +1},
+      {"mIoU ↑", [](const EvalMethodSummary& m) { return 100.0 * m.miou; }, "%.2f", +1},
+      {"mAP ↑", [](const EvalMethodSummary& m) { return 100.0 * m.map; }, "%.2f", +1},
+      {"Class share ↑", [](const EvalMethodSummary& m) { return 100.0 * m.share; }, "%.2f", +1},
+      {"Pointing ↑", [](const EvalMethodSummary& m) { return 100.0 * m.pointing; }, "%.2f", +1},
+      {"int8–f32 ρ ↑", [](const EvalMethodSummary& m) { return m.rho; }, "%.4f", +1},
+  };
+  std::vector<std::string> names;
+  for (const EvalMethodSummary& m : s.methods)
+    for (const auto& kv : m.scores)
+      if (std::find(names.begin(), names.end(), kv.first) == names.end()) names.push_back(kv.first);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names)
+    all.push_back({name, [name](const EvalMethodSummary& m) {
+                     const auto it = m.scores.find(name);
+                     return it == m.scores.end() ? EvalRecord::none : it->second;
+                   },
+                   "%.4f", 0});
+  all.push_back({"ms / image", [](const EvalMethodSummary& m) { return m.ms; }, "%.2f", 0});
+  std::vector<Column> shown;
+  for (Column& col : all)
+    if (std::any_of(s.methods.begin(), s.methods.end(),
+                    [&](const EvalMethodSummary& m) { return std::isfinite(col.value(m)); }))
+      shown.push_back(std::move(col));
+  return shown;
+}
+
+// "12 held-out test scenes" / "12 labelled images".
+std::string samples_text(const EvalSummary& s, int count) {
+  return std::to_string(count) + (s.kind == "scenes" ? " held-out test scenes" : " labelled images");
+}
 
 }  // namespace
 
@@ -70,23 +98,30 @@ std::string eval_svg_name(int c, int d) {
 }
 
 std::string eval_markdown(const EvalSummary& s, const std::string& title, const std::string& command) {
+  const bool scenes = s.kind == "scenes";
+  const std::vector<Column> cols = columns(s);
   std::string md = "# Faithfulness benchmark: " + title + "\n\n";
-  char buf[640];
-  std::snprintf(buf, sizeof buf,
-                "%d held-out test scenes: %d single-item scenes for the perturbation and segmentation tests, "
-                "%d two-item scenes (%d maps, one per item) for the class-specific share and the pointing game, "
-                "all %d for ρ and the latency.\n\n",
-                s.n, s.single, s.two, 2 * s.two, s.n);
-  md += buf;
+  const EvalMethodSummary& any = s.methods.front();
+  if (scenes) {
+    md += samples_text(s, s.n) + ": " + std::to_string(s.single) +
+          " single-item scenes for the perturbation and segmentation tests, " + std::to_string(s.two) +
+          " two-item scenes (" + std::to_string(2 * s.two) +
+          " maps, one per item) for the class-specific share and the pointing game, all " +
+          std::to_string(s.n - s.skipped) + " for ρ and the latency.\n\n";
+  } else {
+    md += samples_text(s, s.n) + ": " + std::to_string(s.single) + " for the perturbation tests, " +
+          std::to_string(any.segmentation_scenes) + " with a mask for the segmentation test" +
+          (s.skipped ? ", " + std::to_string(s.skipped) + " skipped (listed below)" : std::string()) + ".\n\n";
+  }
   md += "| Method |";
-  for (const Column& col : kColumns) md += std::string(" ") + col.header + " |";
+  for (const Column& col : cols) md += " " + col.header + " |";
   md += "\n|---|";
-  for (size_t i = 0; i < std::size(kColumns); ++i) md += "---:|";
+  for (size_t i = 0; i < cols.size(); ++i) md += "---:|";
   md += "\n";
   // The best printed value per ranked column among the registry methods.
-  std::vector<std::string> best(std::size(kColumns));
-  for (size_t k = 0; k < std::size(kColumns); ++k) {
-    const Column& col = kColumns[k];
+  std::vector<std::string> best(cols.size());
+  for (size_t k = 0; k < cols.size(); ++k) {
+    const Column& col = cols[k];
     if (!col.better) continue;
     double top = NAN;
     for (const EvalMethodSummary& m : s.methods) {
@@ -102,28 +137,36 @@ std::string eval_markdown(const EvalSummary& s, const std::string& title, const 
     for (const EvalMethodSummary& m : s.methods) {
       if (is_baseline(m.method) != (pass == 1)) continue;
       md += pass ? "| *" + m.method + "* |" : "| " + m.method + " |";
-      for (size_t k = 0; k < std::size(kColumns); ++k) {
-        const std::string text = fmt(kColumns[k].format, kColumns[k].value(m));
+      for (size_t k = 0; k < cols.size(); ++k) {
+        const std::string text = fmt(cols[k].format, cols[k].value(m));
         md += !pass && text == best[k] ? " **" + text + "** |" : " " + text + " |";
       }
       md += "\n";
     }
-  const EvalMethodSummary& any = s.methods.front();
-  md += "\n- Perturbation AUC: accuracy (the arg-max class equals the item's class) over 0–90 % of the "
-        "pixels removed, trapezoid × 100 (at most 90); clean single-item accuracy (p = 0): " +
-        fmt("%.2f", 100.0 * any.acc[0][0][0]) +
+  md += std::string("\n- Perturbation AUC: accuracy (the arg-max class equals the ") +
+        (scenes ? "item's class" : "label") +
+        ") over 0–90 % of the pixels removed, trapezoid × 100 (at most 90); clean " +
+        (scenes ? "single-item " : "") + "accuracy (p = 0): " + fmt("%.2f", 100.0 * any.acc[0][0][0]) +
         " %. Maps of the predicted or of the ground-truth (target) class; pixels removed most relevant "
-        "first (positive, lower is better) or least relevant first (negative, higher is better).\n"
-        "- Segmentation (predicted-class map against the item's mask; the min-max map > its mean is "
-        "foreground): pixel accuracy, mIoU of background and foreground, mAP of [1−m, m], in %.\n"
-        "- Class share: positive relevance on the explained item over that on both items, %. Pointing: "
-        "the map's maximum lies inside the explained item, %.\n"
-        "- ρ: Spearman between the two models' maps, mean over scenes. ms / image: median time of one "
-        "predicted-class map after the forward pass, which all methods of a scene share (median " +
-        fmt("%.2f", s.forward_ms) +
-        " ms). Timings depend on the machine and its load; every other figure is deterministic.\n"
-        "- Bold: the best attribution method per column. *random* (uniform per pixel) and *oracle* (the "
-        "item's mask) are baselines.\n";
+        "first (positive, lower is better) or least relevant first (negative, higher is better).\n";
+  if (any.segmentation_scenes)
+    md += std::string("- Segmentation (predicted-class map against the ") + (scenes ? "item's" : "object") +
+          " mask; the min-max map > its mean is foreground): pixel accuracy, mIoU of background and "
+          "foreground, mAP of [1−m, m], in %.\n";
+  if (s.two)
+    md += "- Class share: positive relevance on the explained item over that on both items, %. Pointing: "
+          "the map's maximum lies inside the explained item, %.\n";
+  const bool timed = std::isfinite(s.forward_ms) ||
+                     std::any_of(s.methods.begin(), s.methods.end(), [](const EvalMethodSummary& m) { return std::isfinite(m.ms); });
+  md += timed ? std::string("- ρ: Spearman between the two models' maps, mean over samples. ms / image: median "
+                            "time of one predicted-class map after the forward pass, which all methods of a sample "
+                            "share (median ") +
+                    fmt("%.2f", s.forward_ms) +
+                    " ms). Timings depend on the machine and its load; every other figure is deterministic.\n"
+              : std::string("- ρ: Spearman between the two models' maps, mean over samples. Timings are left out "
+                            "of this report; every figure in it is deterministic.\n");
+  md += "- Bold: the best attribution method per column. *random* (uniform per pixel) and *oracle* (the "
+        "object's mask) are baselines.\n";
   int nonfinite = 0;
   for (const EvalMethodSummary& m : s.methods) nonfinite += m.nonfinite;
   if (nonfinite) {
@@ -132,11 +175,20 @@ std::string eval_markdown(const EvalSummary& s, const std::string& title, const 
       if (m.nonfinite) md += " " + m.method + " " + std::to_string(m.nonfinite) + ";";
     md += "\n";
   }
+  if (s.skipped) {
+    md += "\nSkipped (" + std::to_string(s.skipped) + " samples could not be read" +
+          (s.skipped > int(s.skipped_reasons.size()) ? "; the first " + std::to_string(s.skipped_reasons.size())
+                                                     : std::string()) +
+          "):\n\n";
+    for (const std::string& r : s.skipped_reasons) md += "- " + r + "\n";
+  }
   md += "\nPerturbation curves: ";
   for (int c = 0; c < 2; ++c)
     for (int d = 0; d < 2; ++d) md += std::string(c || d ? ", " : "") + "[" + eval_svg_name(c, d) + "](" + eval_svg_name(c, d) + ")";
-  md += "; every figure: results.csv; per scene: scenes.jsonl.\n";
-  if (!command.empty()) md += "\nRegenerate (resumes from scenes.jsonl in the output folder):\n\n```sh\n" + command + "\n```\n";
+  md += "; every figure: results.csv; per sample: scenes.jsonl.\n";
+  if (!command.empty())
+    md += "\nRegenerate (with --out DIR; a rerun into the same folder resumes from its scenes.jsonl):\n\n```sh\n" +
+          command + "\n```\n";
   return md;
 }
 
@@ -152,6 +204,12 @@ std::string eval_csv(const EvalSummary& s) {
         std::snprintf(col, sizeof col, ",acc_%s_%s_p%02d", kDirection[d], kMapClass[c], 10 * st);
         csv += col;
       }
+  std::vector<std::string> names;  // EvalRecord::scores, one column each after the curves
+  for (const EvalMethodSummary& m : s.methods)
+    for (const auto& kv : m.scores)
+      if (std::find(names.begin(), names.end(), kv.first) == names.end()) names.push_back(kv.first);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) csv += "," + name;
   csv += "\n";
   auto num = [](double v) { return std::isfinite(v) ? fmt("%.6f", v) : std::string(); };
   for (const EvalMethodSummary& m : s.methods) {
@@ -164,6 +222,10 @@ std::string eval_csv(const EvalSummary& s) {
     for (size_t c = 0; c < 2; ++c)
       for (size_t d = 0; d < 2; ++d)
         for (double a : m.acc[c][d]) csv += "," + num(a);
+    for (const std::string& name : names) {
+      const auto it = m.scores.find(name);
+      csv += "," + (it == m.scores.end() ? std::string() : num(it->second));
+    }
     csv += "\n";
   }
   return csv;
@@ -185,8 +247,9 @@ std::string eval_svg(const EvalSummary& s, int c, int d) {
   svg += buf;
   std::snprintf(buf, sizeof buf,
                 "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">%s perturbation, %s-class maps "
-                "(%d single-item scenes)</text>\n",
-                (x0 + x1) / 2, d ? "Negative" : "Positive", kMapClass[c], s.single);
+                "(%d %s)</text>\n",
+                (x0 + x1) / 2, d ? "Negative" : "Positive", kMapClass[c], s.single,
+                s.kind == "scenes" ? "single-item scenes" : "images");
   svg += buf;
   // Grid, ticks and axis labels.
   for (int t = 0; t <= 9; ++t) {

@@ -168,6 +168,25 @@ NormBlock norm_block(const Model& m, const Trace& tr, int block, int threads,
   return nb;
 }
 
+std::vector<Mat> norm_head_maps(const Model& m, const Trace& tr, int block) {
+  const Config& c = m.config;
+  if (block < 0 || block >= c.depth || tr.blocks.size() != size_t(c.depth))
+    throw Error(ErrorCode::bad_argument, "norm_head_maps: block " + std::to_string(block) +
+                                             " is out of range, or the trace is not of this model");
+  const BlockParams& bp = m.params.blocks[size_t(block)];
+  const BlockTrace& bt = tr.blocks[size_t(block)];
+  const int d = c.dim, dh = c.head_dim();
+  std::vector<Mat> out(size_t(c.heads));
+  for (int h = 0; h < c.heads; ++h) {
+    // ‖V_h'[j]‖ with V_h' = (v_h·W_O^hᵀ) ⊙ γ1, as norm_tables_build forms it
+    MatD v = bt.qkv.middleCols(2 * d + h * dh, dh).cast<double>() * bp.proj_w.middleCols(h * dh, dh).transpose().cast<double>();
+    if (bp.ls1.size()) v *= bp.ls1.cast<double>().asDiagonal();
+    const Eigen::RowVectorXd norms = v.rowwise().norm().transpose();                       // (n)
+    out[size_t(h)] = (bt.attn[size_t(h)].cast<double>() * norms.asDiagonal()).cast<float>();  // A_h[i, j]·‖V_h'[j]‖
+  }
+  return out;
+}
+
 namespace detail {
 
 // Kobayashi et al.; the image map is the rollout of the row-normalised maps (as GlobEnc, Modarressi

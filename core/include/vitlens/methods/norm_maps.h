@@ -83,4 +83,10 @@ NormRow norm_row_pieces(const Model& m, const Trace& tr, int block, int i);
 NormBlock norm_block(const Model& m, const Trace& tr, int block, int threads = 1,
                      const std::function<bool(double)>& progress = {});
 
+// The atb stage per head (Kobayashi et al. 2020, ‖α f(x)‖): N_h[i, j] = ‖A_h[i, j]·V_h'[j]‖₂ =
+// A_h[i, j]·‖V_h'[j]‖₂, with V_h' as in NormTables::value_out (b_V and LayerScale included). The
+// pieces sum over heads to the atb piece, so the atb map is at most Σ_h N_h (triangle inequality)
+// and is not that sum. Returns H × (n, n); costs one (n, d_h)·(d_h, d) product per head.
+std::vector<Mat> norm_head_maps(const Model& m, const Trace& tr, int block);
+
 }  // namespace vitlens

@@ -1,0 +1,149 @@
+// road.cpp — ROAD's noisy linear imputation (a sparse solve over the removed pixels) and the
+// per-image ROAD curve of road.h.
+#include "vitlens/metrics/road.h"
+
+#include <Eigen/SparseCholesky>
+#include <Eigen/SparseCore>
+#include <cmath>
+#include <string>
+
+#include "vitlens/model/vit.h"
+#include "vitlens/tensor/error.h"
+
+namespace vitlens {
+
+double road_noise(uint64_t seed, uint64_t index) {
+  // Box–Muller: z = √(−2 ln u₁) · cos(2π u₂), u₁ ∈ (0, 1], u₂ ∈ [0, 1), 53-bit uniforms.
+  const uint64_t key = splitmix64(seed ^ 0x524F41444E4F4953ull) + 2 * index;
+  const double u1 = double((splitmix64(key) >> 11) + 1) * 0x1.0p-53;
+  const double u2 = double(splitmix64(key + 1) >> 11) * 0x1.0p-53;
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+std::vector<double> road_noise_scale(const Config& c, double noise) {
+  std::vector<double> s(size_t(c.channels));
+  for (int ch = 0; ch < c.channels; ++ch) s[size_t(ch)] = noise / double(c.std[size_t(ch)]);
+  return s;
+}
+
+void road_impute(Image& x, const uint8_t* removed, const std::vector<double>& noise, uint64_t seed) {
+  const int h = x.h, w = x.w, hw = h * w;
+  if (!noise.empty() && int(noise.size()) != x.c)
+    throw Error(ErrorCode::bad_shape, "ROAD needs one noise σ per channel (" + std::to_string(x.c) + "), got " +
+                                          std::to_string(noise.size()));
+  // The unknowns: removed pixels in raster order.
+  std::vector<int> var(size_t(hw), -1);  // (H·W) unknown index of a removed pixel, −1 if known
+  std::vector<int> pix;                  // unknown index → pixel
+  for (int p = 0; p < hw; ++p)
+    if (removed[p]) {
+      var[size_t(p)] = int(pix.size());
+      pix.push_back(p);
+    }
+  const int nu = int(pix.size());
+  if (nu == 0) return;
+  if (nu == hw)
+    throw Error(ErrorCode::bad_argument,
+                "ROAD cannot impute an image with every pixel removed: keep at least one pixel (steps remove at most 90%)");
+
+  // Rong et al. 2022: x_i = Σ_j w_ij v_j / Σ_j w_ij over the in-image 8-neighbours, w = 1/6 for
+  // direct and 1/12 for diagonal neighbours. Row i: (Σ w) x_i − Σ_{removed j} w x_j = Σ_{known j} w v_j.
+  static constexpr int dy[8] = {-1, 1, 0, 0, -1, -1, 1, 1}, dx[8] = {0, 0, -1, 1, -1, 1, -1, 1};
+  static constexpr double wt[8] = {1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 12, 1.0 / 12, 1.0 / 12, 1.0 / 12};
+  std::vector<Eigen::Triplet<double>> entries;
+  entries.reserve(size_t(nu) * 9);
+  MatD rhs = MatD::Zero(nu, x.c);  // (unknowns, C)
+  for (int i = 0; i < nu; ++i) {
+    const int py = pix[size_t(i)] / w, px = pix[size_t(i)] % w;
+    double diag = 0.0;
+    for (int k = 0; k < 8; ++k) {
+      const int qy = py + dy[k], qx = px + dx[k];
+      if (qy < 0 || qy >= h || qx < 0 || qx >= w) continue;  // outside: dropped, weights renormalised
+      const int q = qy * w + qx;
+      diag += wt[k];
+      if (var[size_t(q)] >= 0) {
+        entries.emplace_back(i, var[size_t(q)], -wt[k]);
+      } else {
+        for (int ch = 0; ch < x.c; ++ch) rhs(i, ch) += wt[k] * double(x.data[size_t(ch) * size_t(hw) + size_t(q)]);
+      }
+    }
+    entries.emplace_back(i, i, diag);
+  }
+  Eigen::SparseMatrix<double> a(nu, nu);
+  a.setFromTriplets(entries.begin(), entries.end());
+  // Symmetric (w_ij = w_ji) and positive definite when a pixel is known: sparse LDLᵀ.
+  Eigen::SimplicialLDLT<Eigen::SparseMatrix<double>> solver(a);
+  if (solver.info() != Eigen::Success)
+    throw Error(ErrorCode::bad_argument, "ROAD's imputation system could not be factorised (a removed region without a "
+                                         "known neighbour)");
+  const MatD sol = solver.solve(rhs);  // (unknowns, C)
+  for (int ch = 0; ch < x.c; ++ch) {
+    const double sigma = noise.empty() ? 0.0 : noise[size_t(ch)];
+    for (int i = 0; i < nu; ++i) {
+      const size_t p = size_t(pix[size_t(i)]);
+      double v = sol(i, ch);
+      if (sigma != 0.0) v += sigma * road_noise(seed, uint64_t(ch) * uint64_t(hw) + p);
+      x.data[size_t(ch) * size_t(hw) + p] = float(v);
+    }
+  }
+}
+
+void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
+                const Vec& clean_logits, const float* map, int map_size, bool positive, const RoadOptions& opt,
+                const PerturbationStepFn& on_step) {
+  const Config& c = m.config;
+  const int hw = c.image_h * c.image_w;
+  if (clean.c != c.channels || clean.h != c.image_h || clean.w != c.image_w)
+    throw Error(ErrorCode::bad_shape, "the ROAD test needs the model's input (" + std::to_string(c.channels) + "×" +
+                                          std::to_string(c.image_h) + "×" + std::to_string(c.image_w) + ")");
+  if (map_size != hw)
+    throw Error(ErrorCode::bad_shape, "the map has " + std::to_string(map_size) + " values; the ROAD test needs " +
+                                          std::to_string(c.image_h) + "×" + std::to_string(c.image_w) +
+                                          " (the model's input size)");
+  if (!(opt.noise >= 0.0) || !std::isfinite(opt.noise))
+    throw Error(ErrorCode::bad_argument, "the ROAD noise σ must be finite and ≥ 0 (0.01 in the authors' code)");
+  const std::vector<double> noise = road_noise_scale(c, opt.noise);
+  const std::vector<int> order = perturbation_order(map, hw, positive);
+  std::vector<uint8_t> removed(size_t(hw), 0);
+  out.positive = positive;
+  out.removed[0] = 0;
+  out.logits[0] = clean_logits;
+  if (on_step) on_step(0, clean);
+  int k_prev = 0;
+  for (int s = 1; s < perturbation_steps; ++s) {
+    const int k = perturbation_count(hw, s);
+    for (; k_prev < k; ++k_prev) removed[size_t(order[size_t(k_prev)])] = 1;
+    w.x = clean;  // the imputation of each step starts from the clean image
+    road_impute(w.x, removed.data(), noise, opt.seed);
+    vit_forward(w.tr, m, w.x);
+    out.removed[size_t(s)] = k;
+    out.logits[size_t(s)] = w.tr.logits;
+    if (on_step) on_step(s, w.x);
+  }
+}
+
+std::array<double, perturbation_steps> curve_probabilities(const Config& cfg, const PerturbationCurve& c, int cls) {
+  std::array<double, perturbation_steps> p{};
+  for (size_t s = 0; s < size_t(perturbation_steps); ++s) {
+    const Vec& z = c.logits[s];
+    if (cls < 0 || cls >= int(z.size()))
+      throw Error(ErrorCode::bad_argument, "class " + std::to_string(cls) + " is not one of the model's " +
+                                               std::to_string(z.size()) + " classes");
+    if (cfg.output == OutputKind::sigmoid) {
+      p[s] = 1.0 / (1.0 + std::exp(-double(z[cls])));
+      continue;
+    }
+    // softmax_k = 1 / Σ_j exp(z_j − z_k)
+    double sum = 0.0;
+    for (int j = 0; j < int(z.size()); ++j) sum += std::exp(double(z[j]) - double(z[cls]));
+    p[s] = 1.0 / sum;
+  }
+  return p;
+}
+
+std::array<double, perturbation_steps> curve_hits(const PerturbationCurve& c, int cls) {
+  std::array<double, perturbation_steps> hit{};
+  for (size_t s = 0; s < size_t(perturbation_steps); ++s) hit[s] = arg_max_class(c.logits[s]) == cls ? 1.0 : 0.0;
+  return hit;
+}
+
+}  // namespace vitlens
