@@ -14,6 +14,7 @@ import { createFilesView } from './views/files.js';
 import { createGalleryView } from './views/gallery.js';
 import { createGridView } from './views/grid.js';
 import { createInputSizeView } from './views/input_size.js';
+import { createMatricesView } from './views/matrices.js';
 import { createOptionsView } from './views/options.js';
 import { createPerturbationView } from './views/perturbation.js';
 import { createPredictionView } from './views/prediction.js';
@@ -142,6 +143,7 @@ async function main() {
   v.options = createOptionsView(app);
   v.grid = createGridView(app);
   v.teaching = createTeachingView(app);
+  v.matrices = createMatricesView(app);
   v.perturbation = createPerturbationView(app);
   v.gallery = createGalleryView(app);
   v.files = createFilesView(app);
