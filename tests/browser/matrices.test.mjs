@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { repo } from '../node/support.mjs';
+import { nativeCli, repo, tmpDir } from '../node/support.mjs';
 import { artifacts, launch, modelsDir, openPage, skipReason, waitGridDone } from './harness.mjs';
 
 const skip = skipReason();
@@ -295,10 +295,107 @@ describe('the whole-matrices view', { skip }, () => {
       t.diagnostic(`${q}: draw ${await page.getAttribute('#mat-canvas', 'data-draw-ms')} ms; ${await page.textContent('#mat-note')}`);
       assert.ok(Number.isFinite(Number((await readout(page)).value)), `${q}: a value`);
     }
-    await page.locator('#mat-canvas').scrollIntoViewIfNeeded();
-    await page.locator('section[aria-labelledby=h-mat]').screenshot({ path: path.join(artifacts, 'matrices-375x812.png') });
+
+    // A one-finger drag pans, a two-finger pinch zooms (pointer events as a touch screen sends them).
+    const touch = (type, id, x, y) => page.$eval('#mat-canvas', (c, [type, id, x, y]) => c.dispatchEvent(new PointerEvent(type, {
+      pointerId: id, pointerType: 'touch', clientX: x, clientY: y, bubbles: true, isPrimary: id === 1,
+    })), [type, id, x, y]);
+    const viewOf = () => page.$eval('#mat-canvas', (c) => ({ scale: Number(c.dataset.scale), x0: Number(c.dataset.x0), y0: Number(c.dataset.y0) }));
+    const frame = () => page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+    const b2 = await page.locator('#mat-canvas').boundingBox();
+    const [cx, cy] = [b2.x + b2.width / 2, b2.y + b2.height / 2];
+    const v0 = await viewOf();
+    await touch('pointerdown', 1, cx - 20, cy);
+    await touch('pointerdown', 2, cx + 20, cy);
+    for (let k = 1; k <= 4; k++) {
+      await touch('pointermove', 1, cx - 20 - 15 * k, cy);
+      await touch('pointermove', 2, cx + 20 + 15 * k, cy);
+    }
+    await touch('pointerup', 1, cx - 80, cy);
+    await touch('pointerup', 2, cx + 80, cy);
+    await frame();
+    const v1 = await viewOf();
+    assert.ok(v1.scale > v0.scale * 2, `a pinch apart zooms in (${v0.scale} → ${v1.scale} px per cell)`);
+    await touch('pointerdown', 1, cx, cy);
+    for (let k = 1; k <= 4; k++) await touch('pointermove', 1, cx - 15 * k, cy - 15 * k);
+    await touch('pointerup', 1, cx - 60, cy - 60);
+    await frame();
+    const v2 = await viewOf();
+    assert.ok(v2.x0 > v1.x0 && v2.y0 > v1.y0, `a drag up and left pans right and down (${JSON.stringify(v1)} → ${JSON.stringify(v2)})`);
+    assert.equal((await readout(page)).i, '3', 'a drag does not move the cursor');
+
+    // The phone's screen as it looks with the matrix open.
+    await page.$eval('#h-mat', (h) => h.scrollIntoView({ block: 'start' }));
+    await page.screenshot({ path: path.join(artifacts, 'matrices-375x812.png') });
     assert.deepEqual(tab.consoleErrors, []);
     await tab.context.close();
+  });
+
+  test('a DeiT-tiny-shaped model (197 tokens, 12 blocks, 3 heads): draw times, and a cell equals the engine\'s', async (t) => {
+    const dir = tmpDir();
+    const file = path.join(dir, 'deit-tiny.vitl');
+    nativeCli('convert', 'deit-tiny', '-o', file);
+    const tab = await openAt(env, { width: 1280, height: 800 });
+    const { page } = tab;
+    const before = Number(await page.evaluate(() => document.documentElement.dataset.explanations ?? 0));
+    await page.setInputFiles('#model-file', file);
+    await page.waitForFunction((n) => Number(document.documentElement.dataset.explanations ?? 0) > n ||
+      !document.getElementById('error').hidden, before, { timeout: 120_000 });
+    await page.waitForFunction(() => document.documentElement.dataset.mainPending === 'false', null, { timeout: 120_000 });
+    const target = Number(await page.$eval('#main-canvas', (c) => c.dataset.target));
+    const t0 = Date.now();
+    await openView(page);
+    t.diagnostic(`DeiT-tiny: A block 0 head 0 shown ${Date.now() - t0} ms after opening (engine + draw); draw ${await page.getAttribute('#mat-canvas', 'data-draw-ms')} ms`);
+    assert.equal(await page.getAttribute('#mat-canvas', 'data-n'), '197');
+    assert.equal(await page.locator('#mat-block option').count(), 12);
+    assert.equal(await page.locator('#mat-head option').count(), 4, 'three heads and their mean');
+    const timings = [];
+    for (const q of ['grad', 'gradxr', 'gradxa']) {
+      const t1 = Date.now();
+      await choose(page, q, 11, 'mean');
+      timings.push(`${q}: ${Date.now() - t1} ms to show (${await page.textContent('#mat-note')})`);
+    }
+    t.diagnostic(`DeiT-tiny, block 11 head mean: ${timings.join('; ')}`);
+    await choose(page, 'attn', 5, 1);
+    await page.focus('#mat-canvas');
+    for (let k = 0; k < 3; k++) await page.keyboard.press('+');
+    await page.keyboard.press('End');
+    const r = await readout(page);
+    // The engine's value of that cell, from a worker of the test's own with the same file.
+    await page.evaluate(() => {
+      const input = document.createElement('input');
+      input.type = 'file';
+      input.id = 'test-model';
+      document.body.append(input);
+    });
+    await page.setInputFiles('#test-model', file);
+    const want = await page.evaluate(async ({ target, k }) => {
+      const w = new Worker('/worker.js', { type: 'module' });
+      let id = 0;
+      const call = (type, input) => new Promise((resolve, reject) => {
+        const my = ++id;
+        w.addEventListener('message', (e) => {
+          if (e.data.id !== my || e.data.type === 'progress') return;
+          if (e.data.type === 'result') resolve(e.data.out);
+          else reject(new Error(e.data.err.message));
+        });
+        w.postMessage({ type, id: my, in: input });
+      });
+      const url = (p) => new URL(p, location.href).href;
+      await call('init', { wasmUrl: url('./wasm/vitlens.js'), wasmMtUrl: url('./wasm/vitlens-mt.js'), simd: 'auto' });
+      await call('loadModel', { source: { blob: document.getElementById('test-model').files[0] } });
+      const labels = await (await fetch('./models/gallery/labels.json')).json();
+      const prep = await call('prepare', { source: { url: url(`./models/gallery/${labels.scenes[0].image}`) } });
+      const heads = await call('teach', { image: prep.image, target, grads: false });
+      w.terminate();
+      return heads.attn[5][1][k];
+    }, { target, k: 197 * 197 - 1 });
+    assert.equal(r.i, '196');
+    assert.ok(close(Number(r.value), want), `A_5,1[196, 196]: ${r.value} vs the engine's ${want}`);
+    await page.locator('section[aria-labelledby=h-mat]').screenshot({ path: path.join(artifacts, 'matrices-deit-tiny.png') });
+    assert.deepEqual(tab.consoleErrors, []);
+    await tab.context.close();
+    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   test('a model with a distillation token: CLS and DIST rows labelled, values equal the engine\'s', async () => {

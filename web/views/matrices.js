@@ -37,12 +37,13 @@ function headProduct(w, x) {
   return out;
 }
 
-// The quantities, in menu order. `sources` names the data a quantity reads (see load()); perHead
+// The quantities, in menu order. `sources` names the data a quantity reads (see load()) for one
+// head, the head mean, or the layer's map (norm-based); perHead
 // gives head h's matrix, mean (when the formula has a head mean) core's mean; `identity` marks a
 // matrix that is core's I + Ā (its colour range is taken off the diagonal, which carries I).
 const QUANTITIES = [
   {
-    key: 'attn', label: 'A — attention', sources: ['heads', 'ta'],
+    key: 'attn', label: 'A — attention', sources: { head: ['heads'], mean: ['heads', 'ta'] },
     perHead: (d, b, h) => d.heads.attn[b][h],
     mean: (d, b) => d.ta.intermediates.blocks[b].attn,
     terms: (d, b, i, j, n) => d.heads.attn[b].map((a) => a[i * n + j]),
@@ -50,7 +51,7 @@ const QUANTITIES = [
     meanText: (c) => `Ā_${c.b}[${c.i}, ${c.j}] = mean_h A_${c.b},h[${c.i}, ${c.j}] = (${c.terms.map(short).join(' + ')})/${c.terms.length} = ${full(c.v)}`,
   },
   {
-    key: 'grad', label: '∇A — gradient of the class score', sources: ['heads', 'ta'],
+    key: 'grad', label: '∇A — gradient of the class score', sources: { head: ['heads'], mean: ['heads', 'ta'] },
     perHead: (d, b, h) => d.heads.grads[b][h],
     mean: (d, b) => d.ta.intermediates.blocks[b].grad,
     terms: (d, b, i, j, n) => d.heads.grads[b].map((g) => g[i * n + j]),
@@ -58,7 +59,7 @@ const QUANTITIES = [
     meanText: (c) => `E_h ∇A_${c.b}[${c.i}, ${c.j}] = mean_h ∂y_t/∂A_${c.b},h = (${c.terms.map(short).join(' + ')})/${c.terms.length} = ${full(c.v)}`,
   },
   {
-    key: 'relevance', label: 'R_A — LRP relevance of the attention', sources: ['ta'],
+    key: 'relevance', label: 'R_A — LRP relevance of the attention', sources: { head: ['ta'], mean: ['ta'] },
     perHead: (d, b, h) => d.ta.intermediates.blocks[b].relevanceHeads[h],
     mean: (d, b) => d.ta.intermediates.blocks[b].relevance,
     terms: (d, b, i, j, n) => d.ta.intermediates.blocks[b].relevanceHeads.map((r) => r[i * n + j]),
@@ -66,7 +67,7 @@ const QUANTITIES = [
     meanText: (c) => `E_h R_A_${c.b}[${c.i}, ${c.j}] = (${c.terms.map(short).join(' + ')})/${c.terms.length} = ${full(c.v)}`,
   },
   {
-    key: 'gradxa', label: '(∇A ⊙ A)⁺ — grad-rollout’s term', sources: ['heads', 'gr'], identity: true,
+    key: 'gradxa', label: '(∇A ⊙ A)⁺ — grad-rollout’s term', sources: { head: ['heads'], mean: ['heads', 'gr'] }, identity: true,
     perHead: (d, b, h) => headProduct(d.heads.grads[b][h], d.heads.attn[b][h]),
     mean: (d, b) => d.gr.intermediates.blocks[b].step,
     terms: (d, b, i, j, n) => d.heads.grads[b].map((g, h) => Math.max(0, g[i * n + j] * d.heads.attn[b][h][i * n + j])),
@@ -74,7 +75,7 @@ const QUANTITIES = [
     meanText: (c) => `(I + Ā_${c.b})[${c.i}, ${c.j}] = δ_ij + mean_h (∇A ⊙ A)⁺ = ${c.i === c.j ? 1 : 0} + (${c.terms.map(short).join(' + ')})/${c.terms.length} = ${full(c.v)}`,
   },
   {
-    key: 'gradxr', label: '(∇A ⊙ R_A)⁺ — transformer-attribution’s term', sources: ['heads', 'ta'], identity: true,
+    key: 'gradxr', label: '(∇A ⊙ R_A)⁺ — transformer-attribution’s term', sources: { head: ['heads', 'ta'], mean: ['heads', 'ta'] }, identity: true,
     perHead: (d, b, h) => headProduct(d.heads.grads[b][h], d.ta.intermediates.blocks[b].relevanceHeads[h]),
     mean: (d, b) => d.ta.intermediates.blocks[b].step,
     terms: (d, b, i, j, n) => d.heads.grads[b].map((g, h) => Math.max(0, g[i * n + j] * d.ta.intermediates.blocks[b].relevanceHeads[h][i * n + j])),
@@ -82,7 +83,7 @@ const QUANTITIES = [
     meanText: (c) => `(I + Ā_${c.b})[${c.i}, ${c.j}] = δ_ij + mean_h (∇A ⊙ R_A)⁺ = ${c.i === c.j ? 1 : 0} + (${c.terms.map(short).join(' + ')})/${c.terms.length} = ${full(c.v)}`,
   },
   {
-    key: 'attattr', label: 'Attr — AttAttr (Hao et al. 2021)', sources: ['attattr'],
+    key: 'attattr', label: 'Attr — AttAttr (Hao et al. 2021)', sources: { head: ['attattr'] },
     perHead: (d, b, h) => d.attattr.attattr[b][h],
     headText: (c) => `Attr_${c.b},${c.h}[${c.i}, ${c.j}] = A ⊙ (1/m) Σ_k ∂F(α_k·A)/∂A = ${full(c.v)}`,
   },
@@ -93,7 +94,7 @@ const QUANTITIES = [
 function normQuantities(app) {
   const stage = app.methodInfo('norm-based')?.optionSpecs.find((s) => s.key === 'stage');
   return (stage?.choices ?? []).map((st, k) => ({
-    key: `norm:${st}`, label: `N — norm-based, stage ${st}`, sources: ['norm'], stage: st,
+    key: `norm:${st}`, label: `N — norm-based, stage ${st}`, sources: { layer: ['norm'] }, stage: st,
     layerMap: (d, b) => d.norm.norm[b].maps[st],
     headText: (c) => `N_${st},${c.b}[${c.i}, ${c.j}] = ‖z_(${c.i}←${c.j})‖₂ = ${full(c.v)}   (${stage.choiceHelp[k] ?? ''})`,
   }));
@@ -177,6 +178,12 @@ export function createMatricesView(app) {
     if ([...hSel.options].some((o) => o.value === h)) hSel.value = h;
   }
 
+  // The sources the quantity needs for the chosen head (one head, the mean, or the layer's map).
+  function sourcesOf(quantity) {
+    const h = $('mat-head').value;
+    return quantity.sources[h === 'mean' || h === 'layer' ? h : 'head'] ?? Object.values(quantity.sources)[0];
+  }
+
   function currentQuantity() {
     return quantities().find((x) => x.key === $('mat-quantity').value) ?? quantities()[0];
   }
@@ -230,7 +237,7 @@ export function createMatricesView(app) {
     }
     if (!$('mat-quantity').options.length) buildControls();
     const quantity = currentQuantity();
-    const missing = quantity.sources.filter((s) => !data[s]);
+    const missing = sourcesOf(quantity).filter((s) => !data[s]);
     if (missing.length) {
       setNote(`Computing ${quantity.label} for “${app.className(target)}”…`);
       canvas.dataset.ready = 'false';
@@ -241,7 +248,8 @@ export function createMatricesView(app) {
         app.showError(`The matrix ${quantity.label} failed`, e);
         return;
       }
-      if (dataKey !== key || currentQuantity().key !== quantity.key) return;
+      // Another selection came while these were computed: its own refresh draws it.
+      if (dataKey !== key || currentQuantity().key !== quantity.key || sourcesOf(quantity).some((s) => !data[s])) return;
     }
     select();
   }
@@ -296,10 +304,12 @@ export function createMatricesView(app) {
     const ms = performance.now() - t0;
     canvas.dataset.drawMs = ms.toFixed(2);
     canvas.dataset.ready = 'true';
-    const fetched = quantity.sources.map((s) => data[s]?.fetchMs).filter((x) => x !== undefined);
+    // fetchMs: from the request to its answer (queue included); ms: the engine's call, as the worker timed it.
+    const fetched = sourcesOf(quantity).map((s) => data[s]).filter((x) => x?.fetchMs !== undefined);
     setNote(`${n} × ${n} (${layout.prefix} prefix token${layout.prefix === 1 ? '' : 's'} + ${layout.gridH} × ${layout.gridW} patches); ` +
       `colour: min ${short(min)} → max ${short(max)}${offDiagonal ? ' off the diagonal (the diagonal holds I)' : ''}; drawn in ${ms.toFixed(1)} ms` +
-      (fetched.length ? `, computed by the engine in ${Math.max(...fetched).toFixed(0)} ms` : ''));
+      (fetched.length ? `; the data took ${Math.max(...fetched.map((x) => x.fetchMs)).toFixed(0)} ms to arrive` +
+        fetched.filter((x) => x.ms !== undefined).map((x) => `, ${x.method} ${x.ms.toFixed(0)} ms in the engine`).join('') : ''));
     legend(layout);
     readout();
   }
@@ -584,7 +594,11 @@ export function createMatricesView(app) {
     zoomAt(Math.exp(-e.deltaY * 0.0015), cell.px, cell.py);
   }, { passive: false });
   canvas.addEventListener('pointerdown', (e) => {
-    canvas.setPointerCapture(e.pointerId);
+    try {
+      canvas.setPointerCapture(e.pointerId);
+    } catch {
+      // a pointer the browser no longer tracks: the drag still works while it stays over the canvas
+    }
     pointers.set(e.pointerId, { x: e.clientX, y: e.clientY, sx: e.clientX, sy: e.clientY, moved: false });
     if (pointers.size === 2) {
       const [a, b] = [...pointers.values()];
