@@ -244,6 +244,11 @@ export function createMatricesView(app) {
       try {
         await Promise.all(missing.map((s) => load(s, key, target)));
       } catch (e) {
+        // A new image or class cancels every explain in flight; the next explanation refreshes this.
+        if (e.code === 'cancelled') {
+          setNote('Cancelled by a newer image or class; the matrix follows its explanation.');
+          return;
+        }
         setNote(`${quantity.label} failed: ${e.message}`);
         app.showError(`The matrix ${quantity.label} failed`, e);
         return;
