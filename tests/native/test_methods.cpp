@@ -269,6 +269,84 @@ TEST_CASE("intermediates: per-block head means and the rollout products", "[meth
   }
 }
 
+TEST_CASE("intermediates: the per-head terms of Ā_b, and their head mean is the step", "[methods]") {
+  // grad-rollout: (∇A_b,h ⊙ A_b,h)⁺; transformer-attribution: (W_h ⊙ R_{A_b,h})⁺ with W = ∇A, A or
+  // none. Each term is recomputed here from the per-head arrays core returns elsewhere (the trace's
+  // A, the gradient's ∇A, the intermediates' R_A), and E_h of the terms + I is checked against
+  // core's step. Tolerances: the terms from float A and ∇A are exact (same float inputs, one
+  // rounding of the double product); R_A reaches us as float while core multiplies its double, so a
+  // term may differ by one float rounding (≤ 2⁻²⁴ relative; we allow 1.5e-7); the head mean of
+  // float terms against core's float step (mean of double terms, rounded once) by two roundings
+  // (we allow 2.5e-7 relative).
+  const Case c = load_case("nonsquare");
+  const int n = c.model.config.tokens(), H = c.model.config.heads, L = c.model.config.depth;
+  ExplainState st;
+  st.set_input(c.model, c.input);
+  struct Variant {
+    const char* method;
+    AttnWeight weight;
+    int block, start_layer;
+  };
+  const std::vector<Variant> variants = {{"grad-rollout", AttnWeight::grad, -1, 0},
+                                         {"transformer-attribution", AttnWeight::grad, -1, 0},
+                                         {"transformer-attribution", AttnWeight::attn, -1, 1},
+                                         {"transformer-attribution", AttnWeight::none, -1, 0},
+                                         {"transformer-attribution", AttnWeight::grad, 1, 0}};
+  for (const Variant& v : variants) {
+    MethodOptions opt;
+    opt.want_intermediates = true;
+    opt.weight = v.weight;
+    opt.block = v.block;
+    opt.start_layer = v.start_layer;
+    const Explanation ex = explain(c.model, st, v.method, opt);
+    const bool grad_rollout = std::string(v.method) == "grad-rollout";
+    REQUIRE(ex.blocks.size() == size_t(L));
+    for (int b = 0; b < L; ++b) {
+      INFO(v.method << " weight " << int(v.weight) << " block " << v.block << " start " << v.start_layer << ": block " << b);
+      const BlockIntermediates& bi = ex.blocks[size_t(b)];
+      const bool used = v.block >= 0 ? b == v.block : b >= v.start_layer;
+      if (!used) {
+        CHECK(bi.product_heads.empty());
+        continue;
+      }
+      REQUIRE(bi.product_heads.size() == size_t(H));
+      // W_h ⊙ X_h from the per-head arrays: X = A (grad-rollout) or R_A; W = ∇A, A or 1.
+      const std::vector<Mat>& A = st.trace.blocks[size_t(b)].attn;
+      const std::vector<Mat>& dA = st.grads.blocks[size_t(b)].attn;
+      if (v.weight == AttnWeight::grad) REQUIRE(st.grads_target == ex.target);
+      MatD mean = MatD::Zero(n, n);  // (n, n)
+      int worse = 0;
+      for (int h = 0; h < H; ++h) {
+        const Mat& x = grad_rollout ? A[size_t(h)] : bi.relevance_heads[size_t(h)];
+        const double tol = grad_rollout || v.weight == AttnWeight::none ? 0.0 : 1.5e-7;
+        for (int i = 0; i < n; ++i)
+          for (int j = 0; j < n; ++j) {
+            const double w = v.weight == AttnWeight::grad ? double(dA[size_t(h)](i, j))
+                             : v.weight == AttnWeight::attn ? double(A[size_t(h)](i, j)) : 1.0;
+            const double ref = std::max(0.0, w * double(x(i, j)));
+            const double ours = bi.product_heads[size_t(h)](i, j);
+            if (std::fabs(ours - double(float(ref))) > tol * ref) ++worse;
+            mean(i, j) += ours / H;
+          }
+      }
+      CHECK(worse == 0);
+      CHECK(mean.maxCoeff() > 0.0);  // the terms are not all zero
+      int off = 0;
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+          const double want = mean(i, j) + (i == j ? 1.0 : 0.0);  // I + Ā_b
+          if (std::fabs(want - double(bi.step(i, j))) > 2.5e-7 * want) ++off;
+        }
+      CHECK(off == 0);
+    }
+  }
+  // The methods without such a product leave the field empty.
+  MethodOptions opt;
+  opt.want_intermediates = true;
+  for (const char* method : {"rollout", "partial-lrp", "raw-attention"})
+    for (const BlockIntermediates& b : explain(c.model, st, method, opt).blocks) CHECK(b.product_heads.empty());
+}
+
 TEST_CASE("bad method names and options are errors that say what to do", "[methods]") {
   const Case c = load_case("nonsquare");  // 3 blocks, 5 classes
   auto expect = [&](const std::string& method, const MethodOptions& opt, const std::string& text) {

@@ -220,9 +220,9 @@ const OutputSpec token_map{OutputId::token_map, "token-map", "(H/p, W/p)", {"gri
 const OutputSpec pixel_map{OutputId::pixel_map, "pixel-map", "(H, W)", {"height", "width"}, "always",
                            "the token map upsampled (bilinear, half-pixel centres), or native at the input"};
 const OutputSpec intermediates{OutputId::intermediates, "intermediates",
-                               "L × {attn, grad, relevance, step, accumulated: (n, n); relevance-heads: H × (n, n)}",
+                               "L × {attn, grad, relevance, step, accumulated: (n, n); relevance-heads, product-heads: H × (n, n)}",
                                {"depth", "tokens", "tokens"}, "when asked for",
-                               "per-block head means of what the method computes (empty fields: not computed)"};
+                               "per-block head means of what the method computes, and per head R_A and the terms of Ā (empty fields: not computed)"};
 const OutputSpec conservation{OutputId::conservation, "conservation", "(layers) × {layer, relevance-out, relevance-in}",
                               {"layers"}, "always", "Σ relevance arriving at and leaving each layer, in propagation order"};
 const OutputSpec relevance_sums{OutputId::relevance_sums, "relevance-sums", "{seed, block-inputs (L), tokens, image}",

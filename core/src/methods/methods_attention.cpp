@@ -111,8 +111,12 @@ void grad_rollout(Explanation& out, const Model& m, ExplainState& st, const Meth
   for (size_t b = 0; b < steps.size(); ++b) {
     const std::vector<Mat>& A = st.trace.blocks[b].attn;
     MatD bar = MatD::Zero(n, n);
-    for (size_t h = 0; h < A.size(); ++h)
-      bar += (g.blocks[b].attn[h].cast<double>().cwiseProduct(A[h].cast<double>())).cwiseMax(0.0);
+    if (opt.want_intermediates) out.blocks[b].product_heads.clear();
+    for (size_t h = 0; h < A.size(); ++h) {
+      const MatD term = (g.blocks[b].attn[h].cast<double>().cwiseProduct(A[h].cast<double>())).cwiseMax(0.0);  // (∇A_h ⊙ A_h)⁺
+      bar += term;
+      if (opt.want_intermediates) out.blocks[b].product_heads.push_back(term.cast<float>());
+    }
     steps[b] = bar / double(A.size()) + MatD::Identity(n, n);
   }
   const Eigen::RowVectorXd row = rollout_row(steps, 0, m.config, opt.want_intermediates ? &out.blocks : nullptr);

@@ -16,14 +16,16 @@ const TraceD& trace_d(const Model& m, ExplainState& st) {
   return st.trace_d;
 }
 
-// Ā = E_h[(W_h ⊙ R_{A,h})⁺] of one block, W_h = weight[h] (∇A or A), or E_h[(R_{A,h})⁺] without.
-MatD relevance_bar(const std::vector<MatD>& r_attn, const std::vector<Mat>* weight) {
+// Ā = E_h[(W_h ⊙ R_{A,h})⁺] of one block, W_h = weight[h] (∇A or A), or E_h[(R_{A,h})⁺] without;
+// each head's term (W_h ⊙ R_{A,h})⁺ is also stored in `heads` (H × (n, n)) when it is given.
+MatD relevance_bar(const std::vector<MatD>& r_attn, const std::vector<Mat>* weight, std::vector<Mat>* heads) {
   MatD bar = MatD::Zero(r_attn[0].rows(), r_attn[0].cols());  // (n, n)
+  if (heads) heads->clear();
   for (size_t h = 0; h < r_attn.size(); ++h) {
-    if (weight)
-      bar += (*weight)[h].cast<double>().cwiseProduct(r_attn[h]).cwiseMax(0.0);
-    else
-      bar += r_attn[h].cwiseMax(0.0);
+    const MatD term = weight ? MatD((*weight)[h].cast<double>().cwiseProduct(r_attn[h]).cwiseMax(0.0))
+                             : MatD(r_attn[h].cwiseMax(0.0));  // (n, n)
+    bar += term;
+    if (heads) heads->push_back(term.cast<float>());
   }
   return bar / double(r_attn.size());
 }
@@ -73,19 +75,21 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
     if (opt.weight == AttnWeight::attn) return &st.trace.blocks[size_t(b)].attn;
     return nullptr;
   };
+  // Where block b's per-head terms of Ā_b go (nullptr: intermediates not asked for).
+  auto heads = [&](int b) { return opt.want_intermediates ? &out.blocks[size_t(b)].product_heads : nullptr; };
   LrpRules rules;
   RelevancePass& pass = chefer_pass(st, opt, rules);
   lrp_propagate(pass, m, trace_d(m, st), rules, out.target, lowest, false);
   Eigen::RowVectorXd row = query_row(c);  // (n) qᵀ·C
   if (opt.block >= 0) {
-    MatD bar = relevance_bar(pass.r_attn[size_t(opt.block)], weights(opt.block));
+    MatD bar = relevance_bar(pass.r_attn[size_t(opt.block)], weights(opt.block), heads(opt.block));
     bar.diagonal().array() += 1.0;  // qᵀ(I + Ā_b): for the CLS query, Ā_b[0, 1:]
     row = row * bar;
     if (opt.want_intermediates) out.blocks[size_t(opt.block)].step = out.blocks[size_t(opt.block)].accumulated = bar.cast<float>();
   } else {
     std::vector<MatD> steps(size_t(c.depth));  // (L) × (n, n) I + Ā_b
     for (int b = lowest; b < c.depth; ++b) {
-      steps[size_t(b)] = relevance_bar(pass.r_attn[size_t(b)], weights(b));
+      steps[size_t(b)] = relevance_bar(pass.r_attn[size_t(b)], weights(b), heads(b));
       steps[size_t(b)].diagonal().array() += 1.0;
     }
     for (int b = c.depth - 1; b >= lowest; --b) row = row * steps[size_t(b)];
@@ -111,7 +115,7 @@ void partial_lrp(Explanation& out, const Model& m, ExplainState& st, const Metho
   LrpRules rules;
   RelevancePass& pass = chefer_pass(st, opt, rules);
   lrp_propagate(pass, m, trace_d(m, st), rules, out.target, c.depth - 1, false);
-  out.token_map = grid_from_row(query_row(c) * relevance_bar(pass.r_attn.back(), nullptr), c);
+  out.token_map = grid_from_row(query_row(c) * relevance_bar(pass.r_attn.back(), nullptr, nullptr), c);
   out.conservation = pass.report;
   add_attention_intermediates(out, st.trace, nullptr);
   add_relevance_intermediates(out, pass);

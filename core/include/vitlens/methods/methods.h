@@ -112,9 +112,13 @@ struct BlockIntermediates {
   Mat grad;         // E_h[∇A_b], ∇A_b = ∂y_t/∂A_b
   Mat relevance;    // E_h[R_{A_b}]
   std::vector<Mat> relevance_heads;  // H × (n, n): R_{A_b,h} of each head (LRP methods)
+  std::vector<Mat> product_heads;    // H × (n, n): each head's term of Ā_b = E_h[(W_h ⊙ X_h)⁺] —
+                                     // (∇A_b,h ⊙ A_b,h)⁺ for grad-rollout, (W_h ⊙ R_{A_b,h})⁺ for
+                                     // transformer-attribution (W_h as its weight says; (R_{A_b,h})⁺
+                                     // for weight none); empty for the other methods
   Mat step;         // this block's factor of the product: rownorm(fuse(A_b) + I) for rollout,
-                    // I + Ā_b for grad-rollout and transformer-attribution (Ā_b alone for a
-                    // single-block ablation)
+                    // I + Ā_b for grad-rollout and transformer-attribution (also for the
+                    // single-block ablation, whose map row qᵀ(I + Ā_b) is Ā_b[0, 1:])
   Mat accumulated;  // the product of the steps from the first block used up to this one
 };
 
