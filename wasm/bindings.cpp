@@ -293,7 +293,7 @@ void output_to_js(val& o, const OutputSpec& out, const Explanation& ex, const Co
       o.set(key, blocks);
       break;
     }
-    case OutputId::intermediates: {  // L × head means (n, n)
+    case OutputId::intermediates: {  // L × head means (n, n), per-head arrays H × (n, n)
       if (ex.blocks.empty()) break;
       val blocks = val::array();
       for (const BlockIntermediates& b : ex.blocks) {
@@ -304,6 +304,9 @@ void output_to_js(val& o, const OutputSpec& out, const Explanation& ex, const Co
         val heads = val::array();
         for (const Mat& r : b.relevance_heads) heads.call<void>("push", mat_out(r));
         bo.set("relevanceHeads", heads);
+        val products = val::array();
+        for (const Mat& t : b.product_heads) products.call<void>("push", mat_out(t));
+        bo.set("productHeads", products);
         bo.set("step", mat_out(b.step));
         bo.set("accumulated", mat_out(b.accumulated));
         blocks.call<void>("push", bo);

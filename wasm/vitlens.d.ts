@@ -219,12 +219,16 @@ export interface LayerRelevance {
   relevanceIn: number;
 }
 
-/** Per block, head means, each n×n row-major (n = tokens), or null when not computed. */
+/** Per block, head means (and two per-head lists), each n×n row-major (n = tokens), or null when not computed. */
 export interface BlockIntermediates {
   attn: Float32Array | null; // E_h[A_b]
   grad: Float32Array | null; // E_h[∂y_t/∂A_b]
   relevance: Float32Array | null; // E_h[R_A_b] (LRP methods)
   relevanceHeads: Float32Array[]; // R_A_b,h per head (LRP methods; empty otherwise)
+  /** Each head's term of Ā_b = mean_h of these (step = I + Ā_b): (∇A_b,h ⊙ A_b,h)⁺ for grad-rollout,
+   * (W_h ⊙ R_A_b,h)⁺ for transformer-attribution (W = ∇A, A, or none as its weight says); empty for
+   * the other methods and for the blocks a method does not use. */
+  productHeads: Float32Array[];
   step: Float32Array | null; // this block's factor of the rollout product
   accumulated: Float32Array | null; // the product from the first block used up to this one
 }

@@ -154,3 +154,54 @@ test('explain(): intermediates, conservation and errors', async () => {
     model.delete();
   }
 });
+
+test('explain(): the per-head terms of Ā_b (productHeads) through the API', async () => {
+  // grad-rollout's (∇A_h ⊙ A_h)⁺ is exact against the per-head A and ∇A (one float rounding of a
+  // product that is exact in double); transformer-attribution's (W_h ⊙ R_A,h)⁺ is formed by core
+  // from its double R_A, of which relevanceHeads is the float copy: within 1.5e-7 relative. Their
+  // head mean + I is the step, within 2.5e-7 relative (two float roundings).
+  const vl = await loadVitlens();
+  const model = fixtureModel(vl, 'nonsquare');
+  let x = null;
+  try {
+    x = model.prepare(new Float32Array(readNpy(path.join(engine, 'nonsquare', 'input.npy')).data));
+    const heads = model.info().heads;
+    const attention = x.attention();
+    const cases = [
+      ['grad-rollout', (ex, l, h, i) => attention[l][h][i], 0],
+      ['transformer-attribution', (ex, l, h, i) => ex.intermediates.blocks[l].relevanceHeads[h][i], 1.5e-7],
+      ['transformer-attribution:weight=attn', (ex, l, h, i) => ex.intermediates.blocks[l].relevanceHeads[h][i], 1.5e-7],
+    ];
+    for (const [spec, factor, tol] of cases) {
+      const ex = x.explain(spec, { intermediates: true });
+      const grads = x.attentionGrads(ex.target);
+      const weight = spec.endsWith('weight=attn') ? attention : grads;
+      let positive = 0;
+      ex.intermediates.blocks.forEach((b, l) => {
+        assert.equal(b.productHeads.length, heads, `${spec}, block ${l}: one term per head`);
+        for (let i = 0; i < 256; i++) {
+          let bar = 0;
+          for (let h = 0; h < heads; h++) {
+            const want = Math.fround(Math.max(0, weight[l][h][i] * factor(ex, l, h, i)));
+            const got = b.productHeads[h][i];
+            assert.ok(Math.abs(got - want) <= tol * want, `${spec}, block ${l}, head ${h}, entry ${i}: ${got} vs ${want}`);
+            bar += got / heads;
+            if (got > 0) positive++;
+          }
+          const step = (i % 17 === 0 ? 1 : 0) + bar;
+          assert.ok(Math.abs(step - b.step[i]) <= 2.5e-7 * step, `${spec}, block ${l}: I + mean_h at ${i}: ${step} vs ${b.step[i]}`);
+        }
+      });
+      assert.ok(positive > 0, `${spec}: some terms are positive`);
+    }
+    // Only the blocks a method uses carry the terms; methods without them give none.
+    const one = x.explain('transformer-attribution:block=1', { intermediates: true }).intermediates.blocks;
+    assert.deepEqual(one.map((b) => b.productHeads.length), [0, heads, 0]);
+    for (const method of ['rollout', 'partial-lrp']) {
+      for (const b of x.explain(method, { intermediates: true }).intermediates.blocks) assert.deepEqual(b.productHeads, [], method);
+    }
+  } finally {
+    x?.delete();
+    model.delete();
+  }
+});
