@@ -161,8 +161,10 @@ function modelView(x, { imageH: h, imageW: w, channels: c, mean, std }) {
 
 function buffersOf(ex) {
   const list = [ex.tokenMap.buffer, ex.pixelMap.buffer];
-  for (const b of ex.intermediates?.blocks ?? [])
+  for (const b of ex.intermediates?.blocks ?? []) {
     for (const k of ['attn', 'grad', 'relevance', 'step', 'accumulated']) if (b[k]) list.push(b[k].buffer);
+    for (const a of [...(b.relevanceHeads ?? []), ...(b.productHeads ?? [])]) list.push(a.buffer);
+  }
   for (const heads of ex.attattr ?? []) for (const a of heads) list.push(a.buffer);
   for (const b of ex.norm ?? []) for (const part of [b.maps, b.mixing]) for (const a of Object.values(part ?? {})) list.push(a.buffer);
   return list;

@@ -99,29 +99,29 @@ async function engineValues(page, { files = null, target }) {
     return {
       simd: init.simd, n: prep.info.tokens,
       attn: heads.attn.map((b) => b.map(plain)), grads: heads.grads.map((b) => b.map(plain)),
-      ta: ta.intermediates.blocks.map((b) => ({ attn: plain(b.attn), grad: plain(b.grad), relevance: plain(b.relevance), step: plain(b.step), relevanceHeads: b.relevanceHeads.map(plain) })),
-      grStep: gr.intermediates.blocks.map((b) => plain(b.step)),
+      ta: ta.intermediates.blocks.map((b) => ({ attn: plain(b.attn), grad: plain(b.grad), relevance: plain(b.relevance), step: plain(b.step), relevanceHeads: b.relevanceHeads.map(plain), productHeads: b.productHeads.map(plain) })),
+      gr: gr.intermediates.blocks.map((b) => ({ step: plain(b.step), productHeads: b.productHeads.map(plain) })),
     };
   }, { files, target });
 }
 
-// The engine's matrix for the view's (quantity, block, head); for a per-head product, the product
-// of the engine's two per-head arrays (the view's one computation, checked here against core's mean).
+// The engine's matrix for the view's (quantity, block, head).
 function engineMatrix(e, q, b, h) {
   const mean = h === 'mean';
   switch (q) {
     case 'attn': return mean ? e.ta[b].attn : e.attn[b][h];
     case 'grad': return mean ? e.ta[b].grad : e.grads[b][h];
     case 'relevance': return mean ? e.ta[b].relevance : e.ta[b].relevanceHeads[h];
-    case 'gradxa': return mean ? e.grStep[b] : e.grads[b][h].map((g, k) => Math.max(0, g * e.attn[b][h][k]));
-    case 'gradxr': return mean ? e.ta[b].step : e.grads[b][h].map((g, k) => Math.max(0, g * e.ta[b].relevanceHeads[h][k]));
+    case 'gradxa': return mean ? e.gr[b].step : e.gr[b].productHeads[h];
+    case 'gradxr': return mean ? e.ta[b].step : e.ta[b].productHeads[h];
     default: throw new Error(q);
   }
 }
 
 // Checks the readout of the cursor cell against the engine: the value (exactly, as float32), the
-// value written in the formula (1e-6), and for a head mean its terms (the engine's per-head values)
-// and that the engine's mean is δ_ij + Σ terms / H (1e-6).
+// value written in the formula (1e-6), for one head's product that it is max(0, ∇A·X) of the
+// engine's per-head factors the formula writes (1e-6), and for a head mean its terms (the engine's
+// per-head values) and that the engine's mean is δ_ij + Σ terms / H (1e-6).
 function checkCell(r, e, heads) {
   const q = r.quantity;
   const b = Number(r.block);
@@ -134,6 +134,10 @@ function checkCell(r, e, heads) {
   assert.ok(close(Number(r.value), want), `${at}: ${r.value} vs the engine's ${want}`);
   const written = Number(/= (\S+)\s*(\(|$)/.exec(r.formula.slice(r.formula.lastIndexOf('= ')))[1]);
   assert.ok(close(written, want), `${at}: the formula writes ${written}, the engine has ${want}`);
+  if (h !== 'mean' && (q === 'gradxa' || q === 'gradxr')) {
+    const x = q === 'gradxa' ? e.attn[b][h][k] : e.ta[b].relevanceHeads[h][k];
+    assert.ok(close(want, Math.max(0, e.grads[b][h][k] * x)), `${at}: the engine's product ${want} vs max(0, ∇A·X) of its factors`);
+  }
   if (h === 'mean') {
     const terms = JSON.parse(r.terms);
     assert.equal(terms.length, heads, `${at}: one term per head`);

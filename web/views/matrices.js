@@ -4,18 +4,17 @@
 // + − 0 and Shift+arrows), a cursor cell (hover, tap, or the arrow keys) whose query and key
 // patches are outlined on the image, and the cell's value with its formula filled in.
 //
-// Where each number comes from (the page draws and formats; it computes no attribution):
-//   A_b,h, ∇A_b,h              the worker's `teach` (Input.attention(), attentionGrads(target))
+// Where each number comes from (the page draws and formats; it computes nothing, every matrix and
+// every term of a formula is an array core returned):
+//   A_b,h, ∇A_b,h              the worker's `teach` (Input.attention(), attentionGrads(target));
+//                              also the factors written in a product's formula
 //   R_A_b,h, E_h A, E_h ∇A,    a transformer-attribution explanation with intermediates
-//   E_h R_A, I + E_h[(∇A⊙R_A)⁺]   (relevanceHeads, attn, grad, relevance, step)
-//   I + E_h[(∇A ⊙ A)⁺]          a grad-rollout explanation with intermediates (step)
+//   E_h R_A, (∇A⊙R_A)⁺_h,      (relevanceHeads, attn, grad, relevance, productHeads, step)
+//   I + E_h[(∇A⊙R_A)⁺]
+//   (∇A ⊙ A)⁺_h,               a grad-rollout explanation with intermediates (productHeads, step)
+//   I + E_h[(∇A ⊙ A)⁺]
 //   Attr_b,h                    an attattr explanation (attattr)
 //   N_stage                     a norm-based explanation (norm[b].maps)
-// The one exception: core does not return the per-head products (∇A ⊙ A)⁺ and (∇A ⊙ R_A)⁺, only
-// their head mean (inside its step I + Ā_b). The page multiplies core's two per-head arrays
-// elementwise (`headProduct`) to draw a head's product and to write the terms of the mean; the
-// mean itself, the result of the formula, is always core's step. tests/browser/matrices.test.mjs
-// checks that the two agree.
 //
 // The data are fetched only while the section is open, once per (image, class) and quantity, and
 // dropped when another model, image or class comes.
@@ -28,14 +27,6 @@ import { $ } from './util.js';
 // digits (float32 carries about 7), so that the displayed result is core's value to < 1e-6.
 const short = (v) => (v === 0 ? '0' : String(Number(v.toPrecision(4))));
 const full = (v) => (v === 0 ? '0' : Math.abs(v) < 1e-4 || Math.abs(v) >= 1e5 ? v.toExponential(6) : v.toPrecision(7));
-
-// The per-head product (W_h ⊙ X_h)⁺ of two of core's per-head n × n arrays, for display only (see
-// the file header): core gives only the head mean of these.
-function headProduct(w, x) {
-  const out = new Float32Array(w.length);
-  for (let k = 0; k < w.length; k++) out[k] = Math.max(0, w[k] * x[k]);
-  return out;
-}
 
 // The quantities, in menu order. `sources` names the data a quantity reads (see load()) for one
 // head, the head mean, or the layer's map (norm-based); perHead
@@ -67,18 +58,18 @@ const QUANTITIES = [
     meanText: (c) => `E_h R_A_${c.b}[${c.i}, ${c.j}] = (${c.terms.map(short).join(' + ')})/${c.terms.length} = ${full(c.v)}`,
   },
   {
-    key: 'gradxa', label: '(∇A ⊙ A)⁺ — grad-rollout’s term', sources: { head: ['heads'], mean: ['heads', 'gr'] }, identity: true,
-    perHead: (d, b, h) => headProduct(d.heads.grads[b][h], d.heads.attn[b][h]),
+    key: 'gradxa', label: '(∇A ⊙ A)⁺ — grad-rollout’s term', sources: { head: ['heads', 'gr'], mean: ['gr'] }, identity: true,
+    perHead: (d, b, h) => d.gr.intermediates.blocks[b].productHeads[h],
     mean: (d, b) => d.gr.intermediates.blocks[b].step,
-    terms: (d, b, i, j, n) => d.heads.grads[b].map((g, h) => Math.max(0, g[i * n + j] * d.heads.attn[b][h][i * n + j])),
+    terms: (d, b, i, j, n) => d.gr.intermediates.blocks[b].productHeads.map((p) => p[i * n + j]),
     headText: (c, d) => `(∇A ⊙ A)⁺_${c.b},${c.h}[${c.i}, ${c.j}] = max(0, ∇A·A) = max(0, ${short(d.heads.grads[c.b][c.h][c.k])} × ${short(d.heads.attn[c.b][c.h][c.k])}) = ${full(c.v)}`,
     meanText: (c) => `(I + Ā_${c.b})[${c.i}, ${c.j}] = δ_ij + mean_h (∇A ⊙ A)⁺ = ${c.i === c.j ? 1 : 0} + (${c.terms.map(short).join(' + ')})/${c.terms.length} = ${full(c.v)}`,
   },
   {
-    key: 'gradxr', label: '(∇A ⊙ R_A)⁺ — transformer-attribution’s term', sources: { head: ['heads', 'ta'], mean: ['heads', 'ta'] }, identity: true,
-    perHead: (d, b, h) => headProduct(d.heads.grads[b][h], d.ta.intermediates.blocks[b].relevanceHeads[h]),
+    key: 'gradxr', label: '(∇A ⊙ R_A)⁺ — transformer-attribution’s term', sources: { head: ['heads', 'ta'], mean: ['ta'] }, identity: true,
+    perHead: (d, b, h) => d.ta.intermediates.blocks[b].productHeads[h],
     mean: (d, b) => d.ta.intermediates.blocks[b].step,
-    terms: (d, b, i, j, n) => d.heads.grads[b].map((g, h) => Math.max(0, g[i * n + j] * d.ta.intermediates.blocks[b].relevanceHeads[h][i * n + j])),
+    terms: (d, b, i, j, n) => d.ta.intermediates.blocks[b].productHeads.map((p) => p[i * n + j]),
     headText: (c, d) => `(∇A ⊙ R_A)⁺_${c.b},${c.h}[${c.i}, ${c.j}] = max(0, ∇A·R_A) = max(0, ${short(d.heads.grads[c.b][c.h][c.k])} × ${short(d.ta.intermediates.blocks[c.b].relevanceHeads[c.h][c.k])}) = ${full(c.v)}`,
     meanText: (c) => `(I + Ā_${c.b})[${c.i}, ${c.j}] = δ_ij + mean_h (∇A ⊙ R_A)⁺ = ${c.i === c.j ? 1 : 0} + (${c.terms.map(short).join(' + ')})/${c.terms.length} = ${full(c.v)}`,
   },
