@@ -129,6 +129,7 @@ expect_error "not a folder written by vitlens eval" eval merge "$T/m7" "$T/shard
 # Run errors.
 expect_error "holds results of another" "${common[@]}" --shard 1/3 --out "$T/shard0"
 expect_error "--shard takes I/N" "${common[@]}" --shard 3/3 --out "$T/bad"
+expect_error "take a sample count" "${common[@]}" --randomisation -1 --out "$T/bad"
 mkdir "$T/images/Cow"
 expect_error "Cow names no class" "${common[@]}" --out "$T/bad"
 rmdir "$T/images/Cow"
