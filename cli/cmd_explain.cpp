@@ -1,6 +1,7 @@
-// cmd_explain.cpp — `vitlens explain MODEL (IMAGE | --input x.npy) --method NAME`: one
-// attribution map, saved raw as .npy and/or rendered as a jet overlay on the image. The method
-// options — flags, parsing, checks, --list and --help — come from the method tables (options.h).
+// cmd_explain.cpp — `vitlens explain MODEL (IMAGE | --input x.npy) --method SPEC`: one
+// attribution map, saved raw as .npy and/or rendered as a jet overlay on the image. SPEC is a
+// method name or a method spec NAME:key=value[:key=value…] (options.h). The method options —
+// flags, parsing, checks, --list and --help — come from the method tables (options.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -34,7 +35,7 @@ std::string metavar(const OptionSpec& o) {
   return "";
 }
 
-// "--start-layer N" / "--no-grad".
+// "--start-layer N" / "--weight grad|none|attn".
 std::string usage_of(const OptionSpec& o) {
   const std::string v = metavar(o);
   return o.flag() + (v.empty() ? "" : " " + v);
@@ -52,12 +53,16 @@ std::string range_of(const OptionSpec& o) {
   return b(o.min) + "…" + b(o.max) + (o.zero_is_default ? " or 0" : "");
 }
 
-// One line per option: flag, help, default and range (a negated flag names what it clears).
+// One line per option: flag, help, default and range; then one per alias word, and what each
+// choice stands for when the table says it.
 void print_option(const OptionSpec& o, const std::string& help) {
   const std::string range = range_of(o);
-  const std::string sets = o.negation ? std::string("sets ") + o.key + " false; " : "";
-  std::printf("    %-32s %s (%sdefault %s%s%s)\n", usage_of(o).c_str(), help.c_str(), sets.c_str(),
-              default_text(o).c_str(), range.empty() ? "" : "; ", range.c_str());
+  std::printf("    %-32s %s (default %s%s%s)\n", usage_of(o).c_str(), help.c_str(), default_text(o).c_str(),
+              range.empty() ? "" : "; ", range.c_str());
+  for (size_t i = 0; i < o.choice_help.size() && i < o.choices.size(); ++i)
+    std::printf("    %-32s   %s: %s\n", "", o.choices[i].c_str(), o.choice_help[i].c_str());
+  for (const OptionSpec::Alias& a : o.aliases)
+    std::printf("    %-32s the same as %s %s\n", (std::string("--") + a.word).c_str(), o.flag().c_str(), a.value);
 }
 
 void print_list() {
@@ -74,10 +79,13 @@ void print_list() {
 // default where they differ: --steps is m for attattr and n for integrated-gradients).
 void print_help() {
   std::printf(
-      "usage: vitlens explain MODEL (IMAGE | --input x.npy) --method NAME [OPTIONS]\n"
+      "usage: vitlens explain MODEL (IMAGE | --input x.npy) --method SPEC [OPTIONS]\n"
       "         [--input-size HxW|image] [--save-map map.npy] [--out overlay.png] [--json]\n"
       "         [--conservation] [--progress]\n"
       "       vitlens explain --list       (each method with its options, defaults and outputs)\n\n"
+      "SPEC is a method name or NAME:key=value[:key=value…], a bare key for a flag or an alias word\n"
+      "(transformer-attribution:start-layer=1, transformer-attribution:no-grad, rollout:head-fusion=max);\n"
+      "an option may be given in the spec or as a flag, not both (that is an error).\n"
       "--save-map writes the raw, unnormalised map as float32 .npy: (H/p, W/p) tokens, or (H, W) pixels\n"
       "for the methods that compute it at the input. --out writes a jet overlay of the min-max-normalised\n"
       "pixel map on the image. --json prints the map and, for LRP methods, the conservation report\n"
@@ -113,8 +121,8 @@ void print_help() {
   }
 }
 
-// The name an option has on the command line (no dashes): its key, or a flag's negation word.
-std::string flag_name(const OptionSpec& o) { return o.flag().substr(2); }
+// The name an option has on the command line (no dashes): its key.
+std::string flag_name(const OptionSpec& o) { return o.key; }
 
 // The jet colour map of v in [0, 1] (piecewise linear, as matplotlib's "jet").
 void jet(float v, uint8_t rgb[3]) {
@@ -178,7 +186,10 @@ int cmd_explain(int argc, char** argv) {
   // The flags: this command's own, and every method option of the registry (options.h).
   std::vector<std::string> values = {"input", "method", "save-map", "out", "input-size", "save-stages"};
   std::vector<std::string> flags = {"help", "list", "json", "conservation", "progress"};
-  for (const OptionSpec* o : all_options()) (o->kind == OptionKind::flag ? flags : values).push_back(flag_name(*o));
+  for (const OptionSpec* o : all_options()) {
+    (o->kind == OptionKind::flag ? flags : values).push_back(flag_name(*o));
+    for (const OptionSpec::Alias& a : o->aliases) flags.push_back(a.word);
+  }
   Args args(argc, argv, values, flags);
   if (args.has("list")) {
     print_list();
@@ -188,29 +199,35 @@ int cmd_explain(int argc, char** argv) {
     print_help();
     return args.has("help") ? 0 : 2;
   }
-  const std::string method = args.get("method");
-  const MethodInfo* info = find_method(method);
-  if (!info) throw Error(ErrorCode::bad_argument, "unknown method '" + method + "' (see vitlens explain --list)");
-  if (args.has("save-stages") && std::string(info->name) != "norm-based")
+  const std::string spec = args.get("method");
+  const MethodInfo* info = find_method(method_spec_name(spec));
+  if (!info)
+    throw Error(ErrorCode::bad_argument, "unknown method '" + method_spec_name(spec) + "' (see vitlens explain --list)");
+  const std::string method = info->name;
+  if (args.has("save-stages") && method != "norm-based")
     throw Error(ErrorCode::bad_argument, "--save-stages needs --method norm-based (it saves that method's stage maps)");
   const std::string image_path = args.positional().size() > 1 ? args.positional()[1] : "";
   const Model m = apply_input_size(load_model_arg(args.positional()[0]), args, image_path);
   const Image x = load_input(args, m.config, image_path);
-  // Every option given, through core's parser in the order the API uses (each value's own checks
-  // first; explain() then rejects the ones this method does not read).
+  // Every option given as a flag, through core's parser in the order the API uses (each value's
+  // own checks first; explain() then rejects the ones this method does not read), then the spec's
+  // own options on top: an option given both ways is refused (apply_method_spec).
   MethodOptions opt = default_options(info);
   Image baseline;
   for (const OptionSpec* o : all_options()) {
+    for (const OptionSpec::Alias& a : o->aliases)
+      if (args.has(a.word)) set_option(opt, a.word, OptionValue::of_bool(true), &m.config);
     const std::string name = flag_name(*o);
     if (!args.has(name)) continue;
     OptionValue v = OptionValue::of_text(args.get(name));
-    if (o->kind == OptionKind::flag) v = OptionValue::of_bool(true);  // --no-grad: the negation word clears
+    if (o->kind == OptionKind::flag) v = OptionValue::of_bool(true);
     if (o->kind == OptionKind::image) {
       baseline = load_image_or_npy(args.get(name), m.config);
       v = OptionValue::of_image(&baseline);
     }
     set_option(opt, name, v, &m.config);
   }
+  apply_method_spec(spec, opt, &m.config);
   if (args.has("progress") && info->long_running) opt.progress = progress_bar(method);
 
   const Explanation ex = explain(m, x, method, opt);
@@ -222,6 +239,7 @@ int cmd_explain(int argc, char** argv) {
 
   if (args.has("json")) {
     nlohmann::json out = {{"method", method},
+                          {"spec", spec},
                           {"target", ex.target},
                           {"class_name", m.config.class_names[size_t(ex.target)]},
                           {"shape", {saved.rows(), saved.cols()}},
@@ -240,7 +258,7 @@ int cmd_explain(int argc, char** argv) {
     std::printf("%s\n", report_json(ex.conservation).dump(1).c_str());
     return 0;
   }
-  std::printf("%s for class %d (%s): %s map %lld×%lld, min %.6g, max %.6g, sum %.6g\n", method.c_str(), ex.target,
+  std::printf("%s for class %d (%s): %s map %lld×%lld, min %.6g, max %.6g, sum %.6g\n", spec.c_str(), ex.target,
               m.config.class_names[size_t(ex.target)].c_str(), info->native_pixels ? "pixel" : "token",
               (long long)saved.rows(), (long long)saved.cols(), double(saved.minCoeff()), double(saved.maxCoeff()),
               double(saved.cast<double>().sum()));

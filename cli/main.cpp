@@ -10,6 +10,7 @@ namespace vitlens::cli {
 int cmd_eval(int argc, char** argv);  // cmd_eval.cpp
 int cmd_heads(int argc, char** argv);  // cmd_heads.cpp
 int cmd_tree(int argc, char** argv);   // cmd_tree.cpp
+int cmd_attack(int argc, char** argv); // cmd_attack.cpp
 int cmd_analyze_ff(int argc, char** argv);  // cmd_analyze_ff.cpp
 }
 
@@ -34,6 +35,7 @@ const Command kCommands[] = {
     {"eval", vitlens::cli::cmd_eval, "faithfulness benchmark of the attribution methods (scenes or labelled images; merge shards)"},
     {"heads", vitlens::cli::cmd_heads, "head importance (attattr) and head pruning curves over a set of images"},
     {"tree", vitlens::cli::cmd_tree, "the attattr attribution tree of an image, as JSON"},
+    {"attack", vitlens::cli::cmd_attack, "attribution-tree trigger attack: paste an image's strongest-link patches into others"},
     {"analyze-ff", vitlens::cli::cmd_analyze_ff, "what the FF does to the norm-based maps (Kobayashi et al. 2024)"},
 };
 

@@ -422,14 +422,18 @@ class WasmInput {
   // The normalised C×H×W tensor the model sees.
   val tensor() const { return float32_out(x_.data.data(), x_.data.size()); }
 
-  // An attribution map of this input. Its forward pass is reused, and so are the backward and
-  // relevance passes while the target class stays the same.
-  val explain_js(val method_name, val options) {
+  // An attribution map of this input. `method_spec` is a method name or a method spec
+  // "NAME:key=value…" (options.h), combined with the options object by core's apply_method_spec (a
+  // key given both ways is an error). Its forward pass is reused, and so are the backward and
+  // relevance passes while the target class (and the rule set) stays the same.
+  val explain_js(val method_spec, val options) {
     return guarded([&] {
-      const std::string method = string_arg(method_name, "method");
+      const std::string spec = string_arg(method_spec, "method");
       Image baseline;
-      const Explanation ex = explain(*model_, state_, method, options_from_js(options, model_->config, baseline));
-      return explanation_to_js(ex, find_method(method)->reports_relevance ? &ex.conservation : nullptr);
+      MethodOptions opt = options_from_js(options, model_->config, baseline);
+      const MethodInfo& info = apply_method_spec(spec, opt, &model_->config);
+      const Explanation ex = explain(*model_, state_, info.name, opt);
+      return explanation_to_js(ex, info.reports_relevance ? &ex.conservation : nullptr);
     });
   }
 
@@ -773,6 +777,15 @@ val option_spec_to_js(const OptionSpec& s, const MethodInfo& method) {
   o.set("key", std::string(s.key));
   o.set("jsKey", s.js_key());
   o.set("flag", s.flag());
+  val aliases = val::array();
+  for (const OptionSpec::Alias& a : s.aliases) {
+    val alias = val::object();
+    alias.set("word", std::string(a.word));
+    alias.set("jsKey", camel_case(a.word));
+    alias.set("value", std::string(a.value));
+    aliases.call<void>("push", alias);
+  }
+  o.set("aliases", aliases);
   o.set("kind", std::string(option_kind_name(s.kind)));
   val choices = val::array();
   if (s.kind == OptionKind::choice)

@@ -70,6 +70,15 @@ export type MethodName =
   | "smoothgrad";
 
 /**
+ * A method spec: a method name with options, "NAME:key=value[:key=value…]" with the options'
+ * canonical keys (OptionSpec.key) and text values, a bare key for a flag or an alias word:
+ * "transformer-attribution:start-layer=1", "transformer-attribution:no-grad",
+ * "lrp:linear-rule=separate:add-rule=plain". A method option's value that is itself a spec goes in
+ * parentheses: "smoothgrad:inner=(rollout:head-fusion=max):samples=8".
+ */
+export type MethodSpec = MethodName | `${MethodName}:${string}`;
+
+/**
  * One option of a method, from core's option table (core/include/vitlens/methods/options.h).
  * tests/node/options.test.mjs checks ExplainOptions below against these tables.
  */
@@ -78,8 +87,11 @@ export interface OptionSpec {
   key: string;
   /** The ExplainOptions key: "startLayer". */
   jsKey: keyof ExplainOptions;
-  /** The CLI flag: "--start-layer" ("--no-grad" for use-grad, which it sets false). */
+  /** The CLI flag: "--start-layer". */
   flag: string;
+  /** Bare words that stand for one value: [{word: "no-grad", jsKey: "noGrad", value: "none"}] for
+   * weight. A spec takes the word ("NAME:no-grad"), the CLI its flag (--no-grad), explain() {noGrad: true}. */
+  aliases: { word: string; jsKey: string; value: string }[];
   kind: "integer" | "number" | "flag" | "choice" | "method" | "image";
   /** choice: the accepted strings; method: the methods it may name; otherwise empty. */
   choices: string[];
@@ -161,8 +173,24 @@ export interface ExplainOptions {
   discardRatio?: number;
   /** transformer-attribution: one block only (the paper's ablation); default −1 = all blocks. */
   block?: number;
-  /** transformer-attribution: false = the paper's "without gradients" ablation; default true. */
-  useGrad?: boolean;
+  /**
+   * transformer-attribution: what weights each head's relevance R_A before (·)⁺ and the head mean;
+   * default "grad" (the method, E_h[(∇A ⊙ R_A)⁺]). "none": E_h[(R_A)⁺], the paper's "without
+   * gradients" ablation as its code runs it; "attn": E_h[(A ⊙ R_A)⁺], the ablation as its text
+   * states it (∇A replaced by A).
+   */
+  weight?: "grad" | "none" | "attn";
+  /** transformer-attribution: true = weight "none" (the alias word no-grad). */
+  noGrad?: true;
+  /**
+   * transformer-attribution, partial-lrp, lrp: LRP-α1β0 at the linear layers with one denominator
+   * for both signs ("shared", default, conserving) or one per sign ("separate": the older rule of
+   * the paper's LRP and partial-LRP baseline rows, not conserving).
+   */
+  linearRule?: "shared" | "separate";
+  /** transformer-attribution, partial-lrp, lrp: the adds' rule, "normalised" (default) or "plain"
+   * (no renormalisation: the older rule of the paper's baseline rows). */
+  addRule?: "normalised" | "plain";
   /** attattr: Riemann steps m (default 20); integrated-gradients: n (default 32); smoothgrad: the inner method's; 0 = default. */
   steps?: number;
   /** integrated-gradients, smoothgrad: default "gauss-legendre". */
@@ -172,7 +200,7 @@ export interface ExplainOptions {
   /** norm-based: the stage whose per-block maps are rolled out; default "layer". */
   stage?: NormStageName;
   /** smoothgrad: the wrapped method (default "saliency"), noisy copies (32), σ as a fraction of the input range (0.15), noise seed (0). */
-  inner?: MethodName;
+  inner?: MethodSpec;
   samples?: number;
   noise?: number;
   seed?: number;
@@ -285,12 +313,14 @@ export interface Input {
   /** The normalised C×H×W tensor the model sees. */
   tensor(): Float32Array;
   /**
-   * An attribution map of this input. Its forward pass is reused, and the backward and relevance
-   * passes too while the target stays the same.
+   * An attribution map of this input, by method name or method spec ("rollout:head-fusion=max").
+   * A spec's options and `options` combine; a key given both ways throws "bad_argument: KEY is
+   * given twice ...". Its forward pass is reused, and the backward and relevance passes too while
+   * the target (and the rule set) stays the same.
    * Both arguments are required (Embind checks the count): pass {} for the defaults.
    * Throws "bad_argument: ..." for an unknown method or an option out of range.
    */
-  explain(method: MethodName, options: ExplainOptions): Explanation;
+  explain(method: MethodSpec, options: ExplainOptions): Explanation;
   /** Per block, per head: A (n×n row-major, row i = query i). */
   attention(): Float32Array[][];
   /** Per block, per head: ∂y_t/∂A for class `target` (−1 = the predicted class). */

@@ -1,7 +1,9 @@
 // test_attattr.cpp — attattr (Hao et al. 2021) against the float64 reference
 // (tests/reference/make_attattr_fixtures.py): the matrices, the image map, the head scores and the
 // attribution tree; the batched pass against the unbatched definition; convergence of the left
-// Riemann sum to the exact integral; threads, progress and cancellation; head pruning.
+// Riemann sum to the exact integral; threads, progress and cancellation; head pruning and the
+// per-layer analysis; the two tree conventions, on the reference's trees and on hand-made matrices
+// where they differ.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -133,11 +135,14 @@ TEST_CASE("head scores over a set match the float64 reference", "[attattr]") {
       const Trace tr = trace_of(c.model, x);
       const int target = top_k(c.model.config, tr.logits, 1)[0].cls;
       CHECK(target == item["target"].get<int>());
-      head_scores_add(s, c.model, tr, target, attattr_blocks(c.model, tr, target, 20));
+      const std::vector<int> gold = item["gold"].get<std::vector<int>>();  // not always the target
+      head_scores_add(s, c.model, tr, target, attattr_blocks(c.model, tr, target, 20), gold);
     }
     CHECK(s.images == int(c.meta["head_set"].size()));
     CHECK(rel_max_error(flatten(s.attattr), read_npy(c.dir + "heads_attattr.npy").data) <= 1e-4);
+    CHECK(rel_max_error(flatten(s.attention_max), read_npy(c.dir + "heads_attention_max.npy").data) <= 1e-6);
     CHECK(rel_max_error(flatten(s.attention), read_npy(c.dir + "heads_attention.npy").data) <= 1e-4);
+    CHECK(rel_max_error(flatten(s.taylor_loss), read_npy(c.dir + "heads_taylor_loss.npy").data) <= 1e-4);
     CHECK(rel_max_error(flatten(s.taylor), read_npy(c.dir + "heads_taylor.npy").data) <= 1e-4);
   }
 }
@@ -194,6 +199,132 @@ TEST_CASE("the attribution tree: one parent per patch, edges above the threshold
       }
     }
   }
+}
+
+TEST_CASE("the reference-convention tree matches the float64 reference's", "[attattr]") {
+  for (const auto& [shape, output] : kCases) {
+    INFO(shape << " " << output);
+    const Case c = load_case(shape, output);
+    const Trace tr = trace_of(c.model, c.input);
+    const std::vector<AttAttrBlock> attr = attattr_blocks(c.model, tr, c.meta["target"].get<int>(), 20);
+    std::ifstream f(c.dir + "tree_reference.json");
+    REQUIRE(f.good());
+    const nlohmann::json ref = nlohmann::json::parse(f);
+    const AttrTree t = attattr_tree(attr, ref["threshold"].get<double>(), 1, TreeConvention::reference);
+    CHECK(t.convention == TreeConvention::reference);
+    CHECK(t.root == ref["root"].get<int>());
+    CHECK(t.nodes == ref["nodes"].get<std::vector<int>>());
+    REQUIRE(ref["margin"].get<double>() > 1e-3);  // no entry so close to τ that rounding decides
+    REQUIRE(t.edges.size() == ref["edges"].size());
+    for (size_t k = 0; k < t.edges.size(); ++k) {
+      CHECK(t.edges[k].from == ref["edges"][k]["from"].get<int>());
+      CHECK(t.edges[k].to == ref["edges"][k]["to"].get<int>());
+      CHECK(t.edges[k].block == ref["edges"][k]["block"].get<int>());
+      CHECK(t.edges[k].score == Approx(ref["edges"][k]["score"].get<double>()).margin(1e-4));
+    }
+    const nlohmann::json j = nlohmann::json::parse(attr_tree_json(t, c.model.config));
+    CHECK(j["convention"] == "reference");
+  }
+}
+
+TEST_CASE("the two tree conventions on hand-made matrices where they differ", "[attattr]") {
+  // 4 blocks, 2 heads (summed), n = 5 (CLS + 4 patches). Worked by hand for τ = 0.4.
+  std::vector<AttAttrBlock> attr(4);
+  for (AttAttrBlock& b : attr) b.attr.assign(2, Mat::Zero(5, 5));
+  // Block 3 (last): the CLS row draws most on patch 4 → our root is 4. Summed over the blocks,
+  // the largest positive off-diagonal row sum is patch 1's (block 2 below) → the reference root is 1.
+  attr[3].attr[0](0, 4) = 1.0f;
+  attr[3].attr[1](0, 2) = 0.5f;
+  // Block 2 (L−2); max over rows ≥ 1 is 2.0 (heads 1.5 + 0.5 at (1, 3)).
+  attr[2].attr[0](1, 3) = 1.5f;
+  attr[2].attr[1](1, 3) = 0.5f;   // M̂(1, 3) = 1.0
+  attr[2].attr[0](1, 0) = 1.0f;   // M̂(1, 0) = 0.5: CLS, a child under the reference convention only
+  attr[2].attr[0](4, 2) = 1.2f;   // M̂(4, 2) = 0.6: our root's child
+  attr[2].attr[0](0, 1) = 9.0f;   // the CLS row: not in the normalisation, never a parent
+  // Block 1: max 1.0. (2, 3) = 0.5 beats (4, 3) = 0.45 for us by score; index order gives 3 to 2 too,
+  // but (4, 1) = 0.9 is ours; the reference visits i = 1 first: (1, 2) = 0.7 while 2 is not in its tree.
+  attr[1].attr[0](1, 2) = 0.7f;
+  attr[1].attr[0](2, 3) = 0.5f;
+  attr[1].attr[0](4, 3) = 0.45f;
+  attr[1].attr[0](4, 1) = 0.9f;
+  attr[1].attr[0](3, 4) = 1.0f;
+  // Block 0: max 1.0. (3, 2) and (2, 4) only matter if those are nodes.
+  attr[0].attr[0](3, 2) = 1.0f;
+  attr[0].attr[0](2, 4) = 0.8f;
+
+  // Ours: root 4; block 2: 4 → 2 (0.6); block 1: candidates from {4, 2}: (4, 1) 0.9, (2, 3) 0.5,
+  // (4, 3) 0.45 → 4 → 1, then 2 → 3 (the stronger parent of 3); block 0: (3, 2), (2, 4) target nodes.
+  const AttrTree ours = attattr_tree(attr, 0.4);
+  CHECK(ours.root == 4);
+  REQUIRE(ours.edges.size() == 3);
+  CHECK((ours.edges[0].from == 4 && ours.edges[0].to == 2 && ours.edges[0].block == 2));
+  CHECK(ours.edges[0].score == Approx(0.6));
+  CHECK((ours.edges[1].from == 4 && ours.edges[1].to == 1 && ours.edges[1].block == 1));
+  CHECK((ours.edges[2].from == 2 && ours.edges[2].to == 3 && ours.edges[2].block == 1));
+  CHECK(ours.nodes == std::vector<int>{4, 2, 1, 3});
+
+  // Reference: row sums of the positive off-diagonal Σ_l M_l (CLS row dropped): patch 1: 2.0 + 1.0
+  // + 0.7 = 3.7; 2: 0.5 + 0.8 = 1.3; 3: 1.0 + 1.0 = 2.0; 4: 1.2 + 0.45 + 0.9 = 2.55 → root 1.
+  // Block 2 (root's row only, j in index order): 1 → 0 (CLS, 0.5), 1 → 3 (1.0).
+  // Block 1 (i = 1…4 in order): i = 1: (1, 2) 0.7 → 1 → 2; i = 2: (2, 3) 3 is in; i = 3:
+  // (3, 4) 1.0 → 3 → 4 (3 joined in block 2); block 0: nothing left (2, 4 are nodes).
+  const AttrTree ref = attattr_tree(attr, 0.4, 1, TreeConvention::reference);
+  CHECK(ref.root == 1);
+  REQUIRE(ref.edges.size() == 4);
+  CHECK((ref.edges[0].from == 1 && ref.edges[0].to == 0 && ref.edges[0].block == 2));
+  CHECK(ref.edges[0].score == Approx(0.5));
+  CHECK((ref.edges[1].from == 1 && ref.edges[1].to == 3 && ref.edges[1].block == 2));
+  CHECK((ref.edges[2].from == 1 && ref.edges[2].to == 2 && ref.edges[2].block == 1));
+  CHECK((ref.edges[3].from == 3 && ref.edges[3].to == 4 && ref.edges[3].block == 1));
+  CHECK(ref.nodes == std::vector<int>{1, 0, 3, 2, 4});
+
+  // A node added in a block parents another in the same block (reference only): in block 0 of a
+  // second case, 1 → 2 then 2 → 3 (2 < 3 in index order); ours adds 1 → 2 in block 0 and stops.
+  std::vector<AttAttrBlock> chain(3);
+  for (AttAttrBlock& b : chain) b.attr.assign(1, Mat::Zero(4, 4));
+  chain[2].attr[0](0, 1) = 1.0f;  // our root: 1
+  chain[1].attr[0](1, 1) = 1.0f;  // the diagonal: the reference root is decided off it
+  chain[1].attr[0](1, 2) = 0.1f;
+  chain[0].attr[0](1, 2) = 1.0f;
+  chain[0].attr[0](2, 3) = 0.8f;
+  const AttrTree a = attattr_tree(chain, 0.4);
+  const AttrTree b = attattr_tree(chain, 0.4, 1, TreeConvention::reference);
+  CHECK(a.root == 1);
+  CHECK(b.root == 1);  // row sums off the diagonal: 1: 0.1 + 1.0 = 1.1, 2: 0.8
+  REQUIRE(a.edges.size() == 1);
+  CHECK((a.edges[0].from == 1 && a.edges[0].to == 2 && a.edges[0].block == 0));
+  REQUIRE(b.edges.size() == 2);
+  CHECK((b.edges[0].from == 1 && b.edges[0].to == 2 && b.edges[0].block == 0));
+  CHECK((b.edges[1].from == 2 && b.edges[1].to == 3 && b.edges[1].block == 0));
+  CHECK(b.edges[1].score == Approx(0.8));
+
+  const nlohmann::json j = nlohmann::json::parse(attr_tree_json(ref, test::engine_fixture_model("nonsquare").config));
+  CHECK(j["nodes"][1]["token"] == 0);
+  CHECK(j["nodes"][1]["row"] == -1);  // CLS has no place in the grid
+  CHECK(parse_tree_convention("reference") == TreeConvention::reference);
+  CHECK_THROWS_AS(parse_tree_convention("paper"), Error);
+}
+
+TEST_CASE("the gold-label loss gradient, worked by hand", "[attattr]") {
+  Config c;
+  c.classes = 3;
+  Vec z(3);
+  z << 0.0f, std::log(2.0f), -std::log(3.0f);
+  c.output = OutputKind::sigmoid;  // σ = 1/2, 2/3, 1/4; y = (0, 1, 1)
+  Vec g = gold_loss_grad(c, z, {1, 2});
+  CHECK(g[0] == Approx(0.5));
+  CHECK(g[1] == Approx(2.0 / 3.0 - 1.0));
+  CHECK(g[2] == Approx(0.25 - 1.0));
+  c.output = OutputKind::softmax;  // e^z = 1, 2, 1/3: p = 3/10, 6/10, 1/10; target mean of e_1, e_2
+  g = gold_loss_grad(c, z, {1, 2});
+  CHECK(g[0] == Approx(0.3));
+  CHECK(g[1] == Approx(0.6 - 0.5));
+  CHECK(g[2] == Approx(0.1 - 0.5));
+  g = gold_loss_grad(c, z, {0});
+  CHECK(g[0] == Approx(0.3 - 1.0));
+  CHECK(g.sum() == Approx(0.0).margin(1e-6));
+  CHECK_THROWS_AS(gold_loss_grad(c, z, {}), Error);
+  CHECK_THROWS_AS(gold_loss_grad(c, z, {3}), Error);
 }
 
 TEST_CASE("the attribution tree on hand-made matrices", "[attattr]") {
@@ -278,4 +409,44 @@ TEST_CASE("head pruning: the order is ascending and the curve starts at the unma
   const int constant = top_k(cfg, tr.logits, 1)[0].cls;
   for (const auto& l : labels) agree += l[0] == constant ? 1 : 0;
   CHECK(curve.back() == Approx(double(agree) / double(images.size())));
+}
+
+TEST_CASE("the per-layer analysis prunes or keeps a block's top-k heads", "[attattr]") {
+  const Case c = load_case("nonsquare", "softmax");
+  const Config& cfg = c.model.config;
+  const int L = cfg.depth, H = cfg.heads;
+  std::vector<Image> images;
+  std::vector<std::vector<int>> labels;
+  for (uint64_t seed = 700; seed < 712; ++seed) {
+    images.push_back(random_input(cfg, seed));
+    const Trace tr = trace_of(c.model, images.back());
+    labels.push_back({top_k(cfg, tr.logits, 1)[0].cls, int(seed % uint64_t(cfg.classes))});
+  }
+  MatD scores(L, H);
+  for (int i = 0; i < scores.size(); ++i) scores.data()[i] = double((i * 5 + 3) % 7);  // ties included
+  const LayerPruning lp = layer_pruning(c.model, images, labels, scores);
+  REQUIRE(lp.prune_top.size() == size_t(L));
+  const double clean = masked_accuracy(c.model, images, labels, std::vector<float>(size_t(L * H), 1.0f));
+  CHECK(clean == 1.0);
+  for (int l = 0; l < L; ++l) {
+    INFO("block " << l);
+    REQUIRE(lp.prune_top[size_t(l)].size() == size_t(H + 1));
+    CHECK(lp.prune_top[size_t(l)][0] == clean);
+    CHECK(lp.keep_top[size_t(l)][size_t(H)] == clean);
+    CHECK(lp.prune_top[size_t(l)][size_t(H)] == lp.keep_top[size_t(l)][0]);  // the whole block pruned
+    // k = 1 by hand: the block's highest score (first index on a tie) pruned, or kept alone
+    int best = 0;
+    for (int h = 1; h < H; ++h)
+      if (scores(l, h) > scores(l, best)) best = h;
+    std::vector<float> prune(size_t(L * H), 1.0f), keep(size_t(L * H), 1.0f);
+    prune[size_t(l * H + best)] = 0.0f;
+    for (int h = 0; h < H; ++h)
+      if (h != best) keep[size_t(l * H + h)] = 0.0f;
+    CHECK(lp.prune_top[size_t(l)][1] == masked_accuracy(c.model, images, labels, prune));
+    CHECK(lp.keep_top[size_t(l)][1] == masked_accuracy(c.model, images, labels, keep));
+  }
+  // the accuracy counts a label set hit: with a label no prediction can reach, nothing is correct
+  std::vector<std::vector<int>> none(images.size(), std::vector<int>{cfg.classes + 5});
+  CHECK(masked_accuracy(c.model, images, none, std::vector<float>(size_t(L * H), 1.0f)) == 0.0);
+  CHECK_THROWS_AS(layer_pruning(c.model, images, labels, MatD::Zero(L, H + 1)), Error);
 }

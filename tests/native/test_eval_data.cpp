@@ -159,7 +159,11 @@ TEST_CASE("method specs: canonical form, options, and what eval refuses", "[eval
   CHECK(eval_canonical_spec("rollout:discard-ratio=0.90:head-fusion=max", &c) ==
         "rollout:discard-ratio=0.9:head-fusion=max");
   CHECK(eval_canonical_spec("rollout:head-fusion=mean", &c) == "rollout");  // the default is dropped
-  CHECK(eval_canonical_spec("transformer-attribution:use-grad=false", &c) == "transformer-attribution:no-grad");
+  CHECK(eval_canonical_spec("transformer-attribution:weight=none", &c) == "transformer-attribution:no-grad");
+  CHECK(eval_canonical_spec("transformer-attribution:weight=attn", &c) == "transformer-attribution:weight=attn");
+  CHECK(eval_canonical_spec("lrp:linear-rule=separate:add-rule=plain", &c) == "lrp:add-rule=plain:linear-rule=separate");
+  CHECK(eval_canonical_spec("smoothgrad:inner=(rollout:head-fusion=max)", &c) ==
+        "smoothgrad:inner=(rollout:head-fusion=max)");
   CHECK(eval_canonical_spec("transformer-attribution:no-grad", &c) == "transformer-attribution:no-grad");
   CHECK(eval_canonical_spec("transformer-attribution:start-layer=1", &c) == "transformer-attribution:start-layer=1");
   CHECK(eval_canonical_spec("transformer-attribution:block=1:no-grad", &c) == "transformer-attribution:block=1:no-grad");

@@ -567,6 +567,75 @@ TEST_CASE("add, normalised (Chefer): the explicit split and rescale, and Σ R_a 
   }
 }
 
+TEST_CASE("linear α1β0 with one denominator per sign (the paper's LRP baselines): explicit formula, ΣR per sign",
+          "[lrp-rules]") {
+  for (const LinearCase& c : kLinearCases) {
+    INFO(c.what << " (n " << c.n << ", in " << c.in << ", out " << c.out << ")");
+    const LinearRun t = run_linear_case(c, LinearRule::alpha1beta0_separate);
+    // Z⁺_io = Σ_j (x_ij W_oj)⁺ over x_ij > 0 (x⁺W⁺), Z⁻_io = Σ_j x_ij W_oj over x_ij < 0, W_oj < 0
+    // (x⁻W⁻); R_ij = Σ_o c_ijo·R_io/Z^±_io with c the term of the sign it belongs to.
+    const Eigen::Index n = t.x.rows(), in = t.x.cols(), out = t.W.rows();
+    MatD zp = MatD::Zero(n, out), zn = MatD::Zero(n, out), ref = MatD::Zero(n, in);
+    auto pos = [&](Eigen::Index i, Eigen::Index o, Eigen::Index j) {
+      return t.x(i, j) > 0 && t.W(o, j) > 0 ? t.x(i, j) * double(t.W(o, j)) : 0.0;
+    };
+    auto neg = [&](Eigen::Index i, Eigen::Index o, Eigen::Index j) {
+      return t.x(i, j) < 0 && t.W(o, j) < 0 ? t.x(i, j) * double(t.W(o, j)) : 0.0;
+    };
+    for (Eigen::Index i = 0; i < n; ++i)
+      for (Eigen::Index o = 0; o < out; ++o)
+        for (Eigen::Index j = 0; j < in; ++j) {
+          zp(i, o) += pos(i, o, j);
+          zn(i, o) += neg(i, o, j);
+        }
+    double passed = 0.0;  // Σ_io R_io·([Z⁺ ≠ 0] + [Z⁻ ≠ 0]), up to the stabiliser
+    for (Eigen::Index i = 0; i < n; ++i)
+      for (Eigen::Index o = 0; o < out; ++o) {
+        for (Eigen::Index j = 0; j < in; ++j)
+          ref(i, j) += pos(i, o, j) * ref_safe_divide(t.r(i, o), zp(i, o)) +
+                       neg(i, o, j) * ref_safe_divide(t.r(i, o), zn(i, o));
+        passed += t.r(i, o) * ((zp(i, o) != 0.0) + (zn(i, o) != 0.0));
+      }
+    CHECK(rel_err(t.r_in, ref) <= 1e-5);  // Z and S rounded to float
+    CHECK(rows_zero_from(t.r_in, c.r_rows));
+    CHECK(std::fabs(t.r_in.sum() - passed) <= 1e-5 * abs_sum(t.r));
+  }
+  // By hand: x = (1, −2, ½), W = ((1, −1, 2), (½, −¼, −1)), R = (¾, −¼). Output 0: Z⁺ = 1 + 1,
+  // Z⁻ = (−2)(−1) = 2; output 1: Z⁺ = ½, Z⁻ = (−2)(−¼) = ½. R_in = (½·¾ − ¼, ¾ − ¼, ½·¾) =
+  // (⅛, ½, ⅜): Σ = 1 = 2ΣR, where the shared denominator would pass ΣR = ½ on.
+  MatD x(1, 3), r(1, 2);
+  x << 1.0, -2.0, 0.5;
+  r << 0.75, -0.25;
+  Mat W(2, 3);
+  W << 1.0f, -1.0f, 2.0f, 0.5f, -0.25f, -1.0f;
+  const Vec b = Vec::Zero(2);
+  LrpScratch s;
+  MatD r_in;
+  linear_relevance(r_in, r, x, ref_linear_forward(x, W, b), W, b, LinearRule::alpha1beta0_separate, s);
+  CHECK(r_in(0, 0) == Approx(0.125).margin(1e-8));
+  CHECK(r_in(0, 1) == Approx(0.5).margin(1e-8));
+  CHECK(r_in(0, 2) == Approx(0.375).margin(1e-8));
+  linear_relevance(r_in, r, x, ref_linear_forward(x, W, b), W, b, LinearRule::alpha1beta0, s);
+  CHECK(r_in.sum() == Approx(0.5).margin(1e-8));
+}
+
+TEST_CASE("add, plain (the paper's LRP baselines): R_a = a·R/(a + b), no rescale", "[lrp-rules]") {
+  MatD a = random_matd(5, 8, 51, 2.0f), b = random_matd(5, 8, 52), r = random_matd(5, 8, 53);
+  for (Eigen::Index i = 0; i < a.size(); i += 7) a.data()[i] = -b.data()[i];  // a + b = 0: R dropped
+  MatD r_a, r_b;
+  add_relevance(r_a, r_b, r, a, b, AddRule::plain);
+  double kept = 0.0;
+  for (Eigen::Index i = 0; i < a.size(); ++i) {
+    const double q = ref_safe_divide(r.data()[i], a.data()[i] + b.data()[i]);
+    CHECK(r_a.data()[i] == a.data()[i] * q);
+    CHECK(r_b.data()[i] == b.data()[i] * q);
+    if (a.data()[i] + b.data()[i] != 0.0) kept += r.data()[i];
+  }
+  // Per element R_a + R_b = R·(a+b)/(a+b+1e-9) where a + b ≠ 0; the a + b = 0 entries drop theirs.
+  CHECK(std::fabs(r_a.sum() + r_b.sum() - kept) <= 1e-6 * abs_sum(r));
+  CHECK(std::fabs(kept - r.sum()) > 1e-3);  // the dropped entries made a difference
+}
+
 TEST_CASE("add, ε (AttnLRP): R_a = a·R/stab(a + b), sign-aware near 0", "[lrp-rules]") {
   SECTION("random, with zeros and a = -b") {
     MatD a = random_matd(5, 7, 51, 2.0f), b = random_matd(5, 7, 52), r = random_matd(5, 7, 53);

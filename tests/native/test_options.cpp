@@ -52,7 +52,8 @@ TEST_CASE("options: every method's table is well formed", "[options]") {
     }
   }
   CHECK(camel_case("start-layer") == "startLayer");
-  CHECK(find_any_option("no-grad") == find_any_option("use-grad"));
+  CHECK(find_any_option("no-grad") == find_any_option("weight"));
+  CHECK(find_any_option("noGrad") == find_any_option("weight"));
 }
 
 TEST_CASE("options: text and typed values parse alike and fail alike", "[options]") {
@@ -78,7 +79,12 @@ TEST_CASE("options: text and typed values parse alike and fail alike", "[options
         "bad_argument: head-fusion must be one of mean, max, min; got 'median'");
   CHECK(error_of("head-fusion", OptionValue::of_number(1), &c) == "bad_argument: head-fusion must be one of mean, max, min; got 1");
   CHECK(error_of("stage", OptionValue::of_text("atb-res-ln"), &c).empty());
-  CHECK(error_of("use-grad", OptionValue::of_text("maybe"), &c) == "bad_argument: use-grad needs true or false, got 'maybe'");
+  CHECK(error_of("weight", OptionValue::of_text("maybe"), &c) ==
+        "bad_argument: weight must be one of grad, none, attn; got 'maybe'");
+  CHECK(error_of("no-grad", OptionValue::of_bool(false), &c) ==
+        "bad_argument: no-grad stands for weight=none and takes no other value; got false (give weight instead)");
+  CHECK(error_of("linear-rule", OptionValue::of_text("alpha2beta1"), &c) ==
+        "bad_argument: linear-rule must be one of shared, separate; got 'alpha2beta1'");
   CHECK(error_of("nope", OptionValue::of_number(1), &c).find("unknown option 'nope'") != std::string::npos);
   CHECK(error_of("inner", OptionValue::of_text("nope"), &c).find("inner must name a method") != std::string::npos);
   CHECK(error_of("discard-ratio", OptionValue::of_text("NaN"), &c) == "bad_argument: discard-ratio nan is out of range: give 0 to 1");
@@ -86,16 +92,25 @@ TEST_CASE("options: text and typed values parse alike and fail alike", "[options
   CHECK(error_of("start-layer", OptionValue::of_number(3), nullptr).empty());
 }
 
-TEST_CASE("options: flags, negation words, defaults, and the checks explain() makes", "[options]") {
+TEST_CASE("options: alias words, defaults, and the checks explain() makes", "[options]") {
   const Config c = small_config();
   MethodOptions opt;
-  set_option_text(opt, "no-grad", &c);
-  CHECK(!opt.use_grad);
-  set_option_text(opt, "use-grad=true", &c);
-  CHECK(opt.use_grad);
-  set_option(opt, "useGrad", OptionValue::of_bool(false), &c);
-  CHECK(!opt.use_grad);
+  CHECK(opt.weight == AttnWeight::grad);
+  set_option_text(opt, "no-grad", &c);  // an alias word: weight=none
+  CHECK(opt.weight == AttnWeight::none);
+  CHECK(opt.given == std::vector<std::string>{"weight"});
+  set_option_text(opt, "weight=attn", &c);
+  CHECK(opt.weight == AttnWeight::attn);
+  set_option(opt, "noGrad", OptionValue::of_bool(true), &c);
+  CHECK(opt.weight == AttnWeight::none);
+  set_option_text(opt, "no-grad=true", &c);
+  CHECK(opt.weight == AttnWeight::none);
+  set_option_text(opt, "linear-rule=separate", &c);
+  set_option(opt, "addRule", OptionValue::of_text("plain"), &c);
+  CHECK(opt.linear_rule == CheferLinear::separate);
+  CHECK(opt.add_rule == CheferAdd::plain);
   CHECK_THROWS_WITH(set_option_text(opt, "steps", &c), Catch::Contains("steps needs a value"));
+  CHECK_THROWS_WITH(set_option_text(opt, "weight", &c), Catch::Contains("weight needs a value"));
 
   const MethodInfo& attattr = *find_method("attattr");
   const MethodInfo& ig = *find_method("integrated-gradients");
@@ -123,10 +138,63 @@ TEST_CASE("options: method specs NAME:key=value", "[options]") {
   CHECK(opt.head_fusion == HeadFusion::max);
   CHECK(opt.discard_ratio == 0.9);
   parse_method_spec("transformer-attribution:no-grad:block=1", opt, &c);
-  CHECK(!opt.use_grad);
+  CHECK(opt.weight == AttnWeight::none);
   CHECK(opt.block == 1);
+  parse_method_spec("transformer-attribution:weight=attn:start-layer=1", opt, &c);
+  CHECK(opt.weight == AttnWeight::attn);
+  CHECK(opt.start_layer == 1);
+  CHECK(opt.block == -1);  // a spec starts from the defaults
+  parse_method_spec("lrp:linear-rule=separate:add-rule=plain", opt, &c);
+  CHECK(opt.linear_rule == CheferLinear::separate);
+  CHECK(opt.add_rule == CheferAdd::plain);
   parse_method_spec("attattr", opt, &c);
   CHECK(opt.steps == 20);
   CHECK_THROWS_WITH(parse_method_spec("rollout:block=1", opt, &c), Catch::Contains("block does not apply to rollout"));
   CHECK_THROWS_WITH(parse_method_spec("nope:steps=1", opt, &c), Catch::Contains("unknown method 'nope'"));
+  CHECK_THROWS_WITH(parse_method_spec("rollout:start-layer=3", opt, &c), Catch::Contains("start-layer 3 is out of range"));
+  CHECK_THROWS_WITH(parse_method_spec("rollout:", opt, &c), Catch::Contains("empty option"));
+  CHECK_THROWS_WITH(parse_method_spec("transformer-attribution:no-grad:weight=attn", opt, &c),
+                    "weight is given twice in the method spec 'transformer-attribution:no-grad:weight=attn'; give it once");
+  CHECK_THROWS_WITH(parse_method_spec("lrp:weight=attn", opt, &c), Catch::Contains("weight does not apply to lrp"));
+  CHECK_THROWS_WITH(parse_method_spec("partial-lrp:no-grad", opt, &c), Catch::Contains("weight does not apply to partial-lrp"));
+  CHECK(method_spec_name("rollout:head-fusion=max") == "rollout");
+}
+
+TEST_CASE("options: a spec's method option takes a spec in parentheses", "[options]") {
+  const Config c = small_config();
+  MethodOptions opt;
+  parse_method_spec("smoothgrad:inner=(rollout:head-fusion=max:start-layer=1):samples=2", opt, &c);
+  CHECK(opt.inner == "rollout:head-fusion=max:start-layer=1");
+  CHECK(opt.samples == 2);
+  CHECK(opt.head_fusion == HeadFusion::mean);  // the inner spec's options stay in the inner spec
+  CHECK_THROWS_WITH(parse_method_spec("smoothgrad:inner=(rollout:head-fusion=max", opt, &c),
+                    Catch::Contains("unbalanced parentheses"));
+  CHECK_THROWS_WITH(parse_method_spec("smoothgrad:inner=(rollout:nope=1)", opt, &c),
+                    Catch::Contains("unknown option 'nope' for rollout"));
+  parse_method_spec("smoothgrad:inner=(smoothgrad:samples=2)", opt, &c);  // explain() refuses it
+  CHECK_THROWS_WITH(check_method_options(*find_method("smoothgrad"), c, opt),
+                    Catch::Contains("must name a method other than smoothgrad"));
+  // Without parentheses the inner options would be smoothgrad's: refused, since it does not read them.
+  CHECK_THROWS_WITH(parse_method_spec("smoothgrad:inner=rollout:head-fusion=max", opt, &c),
+                    Catch::Contains("head-fusion does not apply to smoothgrad"));
+}
+
+TEST_CASE("options: a spec and options given apart combine; a key given both ways is refused", "[options]") {
+  const Config c = small_config();
+  const MethodInfo& ta = *find_method("transformer-attribution");
+  MethodOptions opt = default_options(&ta);
+  set_option(opt, "target", OptionValue::of_number(2), &c);  // given apart (a flag, a JS key)
+  set_option(opt, "block", OptionValue::of_number(0), &c);
+  CHECK(std::string(apply_method_spec("transformer-attribution:no-grad", opt, &c).name) == "transformer-attribution");
+  CHECK(opt.target == 2);
+  CHECK(opt.block == 0);
+  CHECK(opt.weight == AttnWeight::none);
+  MethodOptions twice = default_options(&ta);
+  set_option(twice, "startLayer", OptionValue::of_number(1), &c);
+  CHECK_THROWS_WITH(apply_method_spec("transformer-attribution:start-layer=1", twice, &c),
+                    "start-layer is given twice: in the method spec 'transformer-attribution:start-layer=1' and apart "
+                    "from it (--start-layer, startLayer); give it once");
+  MethodOptions alias = default_options(&ta);
+  set_option(alias, "weight", OptionValue::of_text("attn"), &c);
+  CHECK_THROWS_WITH(apply_method_spec("transformer-attribution:no-grad", alias, &c), Catch::Contains("weight is given twice"));
 }

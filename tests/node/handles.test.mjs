@@ -212,8 +212,10 @@ test('the attribution tree and head scores equal `vitlens tree` and `vitlens hea
     nativeCli('heads', scenesModel, '--images', path.join(tmp, 'one'), '--steps', '20', '--out', path.join(tmp, 'heads'));
     const heads = JSON.parse(fs.readFileSync(path.join(tmp, 'heads.json'), 'utf8'));
     for (const ours of [x.headScores({ steps: 20 }), x.headScores({ attattr: ex.attattr })]) {
+      // the CLI's names for the same scores (it also writes the paper's baselines)
+      const cli = { attattr: 'attattr', attention: 'attention-confidence', taylor: 'taylor-prob' };
       for (const kind of ['attattr', 'attention', 'taylor'])
-        ours[kind].forEach((row, l) => row.forEach((v, h) => close(v, heads.scores[kind][l][h], `${kind} block ${l} head ${h}`)));
+        ours[kind].forEach((row, l) => row.forEach((v, h) => close(v, heads.scores[cli[kind]][l][h], `${kind} block ${l} head ${h}`)));
     }
     assert.throws(() => x.attrTree({ attattr: [[new Float32Array(3)]] }), /^Error: bad_shape: attattr must be/);
     assert.throws(() => x.attrTree({ threshold: 1 }), /bad_argument: option threshold/);

@@ -12,14 +12,16 @@ const engine = path.join(repo, 'tests/fixtures/engine');
 const methods = path.join(repo, 'tests/fixtures/methods');
 
 
-function optionsFromFixture(o, target) {
-  const out = { target };
-  if (o.fusion) out.headFusion = o.fusion;
-  if (o.discard_ratio !== undefined) out.discardRatio = o.discard_ratio;
-  if (o.start_layer !== undefined) out.startLayer = o.start_layer;
-  if (o.use_grad !== undefined) out.useGrad = o.use_grad;
-  if (o.block !== undefined) out.block = o.block;
-  return out;
+// A fixture's method and options (the reference's names) as a method spec "NAME:key=value…".
+function specFromFixture(method, o) {
+  const keys = { fusion: 'head-fusion', discard_ratio: 'discard-ratio', start_layer: 'start-layer', block: 'block',
+    weight: 'weight', linear_rule: 'linear-rule', add_rule: 'add-rule' };
+  let spec = method;
+  for (const [k, v] of Object.entries(o)) {
+    assert.ok(keys[k], `fixture option ${k}`);
+    spec += `:${keys[k]}=${v}`;
+  }
+  return spec;
 }
 
 test('methods() lists the registry', async () => {
@@ -53,22 +55,19 @@ for (const shape of ['nonsquare', 'gray']) {
       for (const e of index) {
         const tokens = e.method === 'attnlrp-tokens';
         const method = tokens ? 'attnlrp' : e.method;
-        const ex = x.explain(method, optionsFromFixture(e.options, e.target));
+        const spec = specFromFixture(method, e.options);
+        const ex = x.explain(spec, { target: e.target });
         const pixels = (method === 'lrp' || method === 'attnlrp') && !tokens;
         const ours = pixels ? ex.pixelMap : ex.tokenMap;
         assert.deepEqual(pixels ? [ex.height, ex.width] : [ex.gridH, ex.gridW], e.shape);
         const ref = readNpy(path.join(methods, shape, e.file)).data;
-        assert.ok(maxRelError(ours, ref) <= 1e-4, `${e.file}: ${maxRelError(ours, ref)}`);
-        if (tokens || e.options.block !== undefined || e.options.use_grad === false) continue;
-        // The same map from the native CLI (raw .npy), within 1e-5.
-        const args = ['explain', modelPath, '--input', path.join(engine, shape, 'input.npy'), '--method', method,
-          '--target', String(e.target), '--save-map', path.join(tmp, 'map.npy')];
-        if (e.options.fusion) args.push('--head-fusion', e.options.fusion);
-        if (e.options.discard_ratio !== undefined) args.push('--discard-ratio', String(e.options.discard_ratio));
-        if (e.options.start_layer !== undefined) args.push('--start-layer', String(e.options.start_layer));
-        nativeCli(...args);
+        assert.ok(maxRelError(ours, ref) <= 1e-4, `${e.file} (${spec}): ${maxRelError(ours, ref)}`);
+        if (tokens) continue;
+        // The same map from the native CLI given the same spec (raw .npy), within 1e-5.
+        nativeCli('explain', modelPath, '--input', path.join(engine, shape, 'input.npy'), '--method', spec,
+          '--target', String(e.target), '--save-map', path.join(tmp, 'map.npy'));
         const native = readNpy(path.join(tmp, 'map.npy')).data;
-        assert.ok(maxRelError(ours, native) <= 1e-5, `${e.file}: wasm vs native ${maxRelError(ours, native)}`);
+        assert.ok(maxRelError(ours, native) <= 1e-5, `${e.file} (${spec}): wasm vs native ${maxRelError(ours, native)}`);
       }
     } finally {
       x?.delete();
@@ -120,6 +119,36 @@ test('explain(): intermediates, conservation and errors', async () => {
     assert.throws(() => x.explain('rollout', { headFusion: 'median' }), /head-fusion must be one of mean, max, min/);
     assert.throws(() => x.explain('lrp', { target: 9 }), /target 9 is out of range/);
     assert.throws(() => x.explain('lrp', { target: 'x' }), /target needs an integer, got 'x'/);
+    // Method specs: the spec's options and the options object combine; a key given both ways is refused.
+    const spec = x.explain('transformer-attribution:start-layer=1:weight=attn', { target: 0 });
+    const apart = x.explain('transformer-attribution', { target: 0, startLayer: 1, weight: 'attn' });
+    assert.equal(spec.method, 'transformer-attribution');
+    assert.deepEqual(spec.tokenMap, apart.tokenMap);
+    assert.deepEqual(x.explain('transformer-attribution:no-grad', {}).tokenMap,
+      x.explain('transformer-attribution', { noGrad: true }).tokenMap);
+    assert.deepEqual(x.explain('transformer-attribution', { noGrad: true }).tokenMap,
+      x.explain('transformer-attribution', { weight: 'none' }).tokenMap);
+    assert.throws(() => x.explain('transformer-attribution:start-layer=1', { startLayer: 1 }),
+      /^Error: bad_argument: start-layer is given twice: in the method spec 'transformer-attribution:start-layer=1' and apart from it/);
+    assert.throws(() => x.explain('transformer-attribution:no-grad', { weight: 'attn' }), /weight is given twice/);
+    assert.throws(() => x.explain('lrp:no-grad', {}), /weight does not apply to lrp/);
+    assert.throws(() => x.explain('rollout:head-fusion', {}), /head-fusion needs a value/);
+    assert.throws(() => x.explain('transformer-attribution', { noGrad: false }), /no-grad stands for weight=none/);
+    // weight "attn": each block's factor is I + E_h[(A_h ⊙ R_A,h)⁺] (the paper's text, ∇A replaced by A).
+    const attnEx = x.explain('transformer-attribution:weight=attn', { intermediates: true });
+    const attention = x.attention();
+    attnEx.intermediates.blocks.forEach((b, l) => {
+      for (let i = 0; i < 256; i++) {
+        let bar = 0;
+        for (let h = 0; h < heads; h++) bar += Math.max(0, b.relevanceHeads[h][i] * attention[l][h][i]) / heads;
+        const eye = i % 17 === 0 ? 1 : 0;
+        assert.ok(Math.abs(eye + bar - b.step[i]) <= 1e-5 * (1 + Math.abs(b.step[i])), `attn, block ${l}: I + Ā at ${i}`);
+      }
+    });
+    // A method option takes a spec: smoothgrad over rollout with max fusion, no noise = that map.
+    const smooth = x.explain('smoothgrad', { inner: 'rollout:head-fusion=max', samples: 2, noise: 0 });
+    assert.ok(maxRelError(smooth.tokenMap, x.explain('rollout:head-fusion=max', {}).tokenMap) <= 1e-6);
+    assert.deepEqual(x.explain('smoothgrad:inner=(rollout:head-fusion=max):samples=2:noise=0', {}).tokenMap, smooth.tokenMap);
   } finally {
     x?.delete();
     model.delete();

@@ -187,6 +187,27 @@ test('the image option (the baseline): a file for the CLI, a Float32Array for th
   }
 });
 
+test('alias words and method specs: the CLI and the API agree, and refuse an option given twice', () => {
+  // A method spec through both front ends: the API's explain(spec, options), the CLI's --method spec plus flags.
+  const viaSpec = (spec, options, flags) => {
+    const method = { ...vl.methods().find((m) => m.name === spec.split(':')[0]), name: spec };
+    return { api: viaApi(method, options), cli: viaCli(method, flags) };
+  };
+  const none = viaSpec('transformer-attribution', { weight: 'none' }, ['--weight', 'none']);
+  const alias = viaSpec('transformer-attribution', { noGrad: true }, ['--no-grad']);
+  const spec = viaSpec('transformer-attribution:no-grad', {}, []);
+  for (const r of [alias, spec]) {
+    assert.deepEqual(r.api.map, none.api.map);
+    assert.ok(maxRelError(r.cli.map, none.api.map) <= 1e-5);
+  }
+  const twice = viaSpec('transformer-attribution:start-layer=1', { startLayer: 2 }, ['--start-layer', '2']);
+  assert.deepEqual(twice.cli, twice.api);
+  assert.equal(twice.api.code, 'bad_argument');
+  assert.match(twice.api.message, /^start-layer is given twice: in the method spec 'transformer-attribution:start-layer=1'/);
+  const combined = viaSpec('lrp:linear-rule=separate', { addRule: 'plain', target: 1 }, ['--add-rule', 'plain', '--target', '1']);
+  assert.ok(combined.api.map && maxRelError(combined.cli.map, combined.api.map) <= 1e-5);
+});
+
 test('explain --list shows each option with the default methods() reports', () => {
   const list = nativeCli('explain', '--list');
   for (const method of vl.methods()) {
@@ -225,8 +246,10 @@ test('vitlens.d.ts: ExplainOptions has exactly the table\'s options, with their 
   const declared = members('ExplainOptions');
   const specs = new Map();
   for (const m of vl.methods()) for (const s of m.optionSpecs) if (!specs.has(s.jsKey)) specs.set(s.jsKey, s);
-  assert.deepEqual(Object.keys(declared).sort(), [...specs.keys(), 'intermediates', 'onProgress'].sort(),
-    'ExplainOptions keys = the options of methods() + intermediates, onProgress');
+  const aliases = [...specs.values()].flatMap((s) => s.aliases.map((a) => a.jsKey));
+  assert.deepEqual(Object.keys(declared).sort(), [...specs.keys(), ...aliases, 'intermediates', 'onProgress'].sort(),
+    'ExplainOptions keys = the options of methods() and their alias words + intermediates, onProgress');
+  for (const a of aliases) assert.equal(declared[a], 'true', `alias ${a}: only true means anything`);
   const names = vl.methods().map((m) => m.name).sort();
   for (const [key, s] of specs) {
     const type = declared[key];
@@ -234,7 +257,7 @@ test('vitlens.d.ts: ExplainOptions has exactly the table\'s options, with their 
       case 'integer': case 'number': assert.equal(type, 'number', key); break;
       case 'flag': assert.equal(type, 'boolean', key); break;
       case 'choice': assert.deepEqual(literals(type), [...s.choices].sort(), `${key}: ${type}`); break;
-      case 'method': assert.deepEqual(literals(type), names, `${key}: ${type}`); break;
+      case 'method': assert.equal(type, 'MethodSpec', key); break;  // a name or a spec
       case 'image': assert.equal(type, 'Float32Array', key); break;
       default: assert.fail(`${key}: unknown kind ${s.kind}`);
     }
@@ -263,12 +286,18 @@ test('methods(): the tables say what the issue asks (steps per method, one stage
   assert.equal(opt('integrated-gradients', 'steps').default, 32);
   assert.deepEqual(opt('norm-based', 'stage').choices, ['atb', 'atb-res', 'atb-res-ln', 'atb-res-ln-ff', 'layer']);
   assert.equal(opt('rollout', 'startLayer').maxOf, 'lastBlock');
-  assert.equal(opt('transformer-attribution', 'useGrad').flag, '--no-grad');
+  assert.equal(opt('transformer-attribution', 'weight').flag, '--weight');
+  assert.deepEqual(opt('transformer-attribution', 'weight').choices, ['grad', 'none', 'attn']);
+  assert.deepEqual(opt('transformer-attribution', 'weight').aliases, [{ word: 'no-grad', jsKey: 'noGrad', value: 'none' }]);
+  for (const m of ['transformer-attribution', 'partial-lrp', 'lrp']) {
+    assert.deepEqual(opt(m, 'linearRule').choices, ['shared', 'separate'], m);
+    assert.deepEqual(opt(m, 'addRule').choices, ['normalised', 'plain'], m);
+  }
   assert.equal(opt('raw-attention', 'threads').default, vl.threads());
   assert.ok(!byName.smoothgrad.optionSpecs.find((s) => s.key === 'inner').choices.includes('smoothgrad'));
   assert.deepEqual(byName.attattr.outputs.map((o) => o.jsKey), ['tokenMap', 'pixelMap', 'attattr', 'intermediates']);
   // The JS keys the page uses today are all still there.
   const keys = new Set(vl.methods().flatMap((m) => m.options));
-  for (const k of ['startLayer', 'headFusion', 'discardRatio', 'block', 'useGrad', 'steps', 'quadrature', 'baseline', 'stage',
+  for (const k of ['startLayer', 'headFusion', 'discardRatio', 'block', 'weight', 'steps', 'quadrature', 'baseline', 'stage',
     'inner', 'samples', 'noise', 'seed', 'threads', 'target']) assert.ok(keys.has(k), k);
 });

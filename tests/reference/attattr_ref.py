@@ -10,7 +10,8 @@ batching: the definition, not a fast version).
       Attr_l = A_l ⊙ Σ_k weights_k · ∂F(nodes_k · A_l)/∂A_l for every block l;
       left Riemann sum: nodes k/m, weights 1/m; Gauss–Legendre for the exact integral.
   F = the target's probability: softmax, or sigmoid for a multi-label model (output="sigmoid").
-  head_scores, token_map, tree: the quantities built on it (see each function).
+  head_scores, token_map, tree: the quantities built on it (see each function); gold_loss: the
+  training loss on the gold labels, for the Taylor score of Michel et al. 2019 as Hao et al. use it.
 """
 
 import math
@@ -81,19 +82,39 @@ def gauss_legendre01(order):
     return list(0.5 * (x + 1.0)), list(0.5 * wt)
 
 
-def head_scores(w, cfg, image, target, attr, output):
-    """Per head (L, H): attattr signed max, attention confidence (mean_i max_j A), Taylor |Σ A ⊙ ∂F/∂A|."""
+def gold_loss(logits, gold, output):
+    """The training loss on the gold labels: BCE summed over the classes (sigmoid, multi-hot target),
+    or the mean over the gold labels of the cross-entropy -log softmax (softmax)."""
+    if output == "sigmoid":
+        y = torch.zeros_like(logits)
+        y[list(gold)] = 1.0
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="sum")
+    logp = torch.log_softmax(logits, dim=0)
+    return -sum(logp[g] for g in gold) / len(gold)
+
+
+def head_scores(w, cfg, image, target, attr, output, gold=None):
+    """Per head (L, H): attattr signed max, attention score max_{i,j} A, attention confidence
+    (mean_i max_j A), Taylor |Σ A ⊙ ∂L/∂A| of the gold-label loss, Taylor |Σ A ⊙ ∂F/∂A|."""
+    gold = [target] if gold is None else gold
     tr = vit_ref.forward(w, cfg, image, attn_grad=True, input_grad=True)
     probability(tr["logits"], target, output).backward()
+    trl = vit_ref.forward(w, cfg, image, attn_grad=True, input_grad=True)
+    gold_loss(trl["logits"], gold, output).backward()
     s_attr = attr.reshape(cfg.depth, cfg.heads, -1).max(axis=2)
+    s_max = np.zeros((cfg.depth, cfg.heads))
     s_attn = np.zeros((cfg.depth, cfg.heads))
+    s_loss = np.zeros((cfg.depth, cfg.heads))
     s_taylor = np.zeros((cfg.depth, cfg.heads))
-    for l, bt in enumerate(tr["blocks"]):
+    for l, (bt, btl) in enumerate(zip(tr["blocks"], trl["blocks"])):
         A = bt["attn"].detach()
         G = bt["attn"].grad.detach()
+        GL = btl["attn"].grad.detach()
+        s_max[l] = A.reshape(cfg.heads, -1).max(dim=1).values.numpy()
         s_attn[l] = A.max(dim=2).values.mean(dim=1).numpy()
+        s_loss[l] = (A * GL).sum(dim=(1, 2)).abs().numpy()
         s_taylor[l] = (A * G).sum(dim=(1, 2)).abs().numpy()
-    return s_attr, s_attn, s_taylor
+    return s_attr, s_max, s_attn, s_loss, s_taylor
 
 
 def token_map(attr, cfg):
@@ -143,4 +164,43 @@ def tree(attr, cfg, threshold):
             member.add(j)
             nodes.append(j)
             edges.append({"from": i, "to": j, "block": l, "score": -s})
+    return {"root": root, "threshold": threshold, "nodes": nodes, "edges": edges}, margin
+
+
+def tree_reference(attr, threshold):
+    """The attribution tree with the conventions of the published code (examples/attribution_tree.py
+    of github.com/YRdddream/attattr), re-written from its description for a CLS-first sequence:
+    M̂_l = M_l / |max M_l[1:, :]|; the root = the query token ≥ 1 with the largest sum of the positive
+    off-diagonal entries of Σ_l M_l; block L-2: root -> j for every j != root above τ; blocks L-3 … 0:
+    (i ≥ 1, j ≥ 0) in index order, an edge when i is in the tree, j is not and M̂ > τ.
+    Returns (dict, margin) as tree()."""
+    L, n = attr.shape[0], attr.shape[2]
+    M = attr.sum(axis=1)
+    total = M.sum(axis=0)
+    pos = np.where((total > 0) & ~np.eye(n, dtype=bool), total, 0.0)
+    pos[0] = 0.0
+    root = 1 + int(np.argmax(pos[1:].sum(axis=1)))
+    norm = []
+    for l in range(L):
+        mx = abs(M[l][1:].max())
+        norm.append(M[l] / mx if mx > 0 else np.zeros((n, n)))
+    member, nodes, edges = {root}, [root], []
+    margin = float("inf")
+
+    def consider(i, j, l):
+        nonlocal margin
+        margin = min(margin, abs(norm[l][i, j] - threshold))
+        if norm[l][i, j] > threshold:
+            member.add(j)
+            nodes.append(j)
+            edges.append({"from": i, "to": j, "block": l, "score": float(norm[l][i, j])})
+
+    for j in range(n):
+        if j != root:
+            consider(root, j, L - 2)
+    for l in range(L - 3, -1, -1):
+        for i in range(1, n):
+            for j in range(n):
+                if i in member and j not in member:
+                    consider(i, j, l)
     return {"root": root, "threshold": threshold, "nodes": nodes, "edges": edges}, margin

@@ -45,6 +45,24 @@ def explicit_chefer_linear(R, x, W):
     return out
 
 
+def explicit_separate_linear(R, x, W):
+    """The older baseline rule: Z⁺_j = Σ_i x_i⁺W_ji⁺, Z⁻_j = Σ_i x_i⁻W_ji⁻, and
+    R_i = Σ_j (x_i⁺W_ji⁺/Z⁺_j + x_i⁻W_ji⁻/Z⁻_j)·R_j (safe_divide: a zero Z passes nothing)."""
+    n, i_dim = x.shape
+    out = torch.zeros_like(x)
+    for r in range(n):
+        for j in range(W.shape[0]):
+            pos = [max(x[r, i], 0) * max(W[j, i], 0) for i in range(i_dim)]
+            neg = [min(x[r, i], 0) * min(W[j, i], 0) for i in range(i_dim)]
+            zp, zn = sum(pos), sum(neg)
+            for i in range(i_dim):
+                if zp != 0:
+                    out[r, i] += pos[i] / (zp + 1e-9) * R[r, j]
+                if zn != 0:
+                    out[r, i] += neg[i] / (zn + 1e-9) * R[r, j]
+    return out
+
+
 def explicit_eps_linear(R, x, W, b, eps):
     n, i_dim = x.shape
     out = torch.zeros_like(x)
@@ -83,6 +101,14 @@ def main():
     Rin = M.chefer_linear(R, x, W, b)
     close(Rin.sum(1), R.sum(1), 1e-7, "chefer_linear conserves per row")
     close(M.eps_linear(R, x, W, b), explicit_eps_linear(R, x, W, b, 1e-6), what="eps_linear")
+    close(M.chefer_linear_separate(R, x, W, b), explicit_separate_linear(R, x, W),
+          what="chefer_linear_separate")
+    # Each sign passes all of R_j on where its Z_j ≠ 0: Σ R_in = Σ_j R_j·([Z⁺_j ≠ 0] + [Z⁻_j ≠ 0]).
+    zp = x.clamp(min=0) @ W.clamp(min=0).T
+    zn = x.clamp(max=0) @ W.clamp(max=0).T
+    passed = (R * ((zp != 0).to(D) + (zn != 0).to(D))).sum(1)
+    close(M.chefer_linear_separate(R, x, W, b).sum(1), passed, 1e-7,
+          "chefer_linear_separate passes ΣR per sign")
 
     X, Y, Rp = torch.randn(3, 4, dtype=D), torch.randn(4, 2, dtype=D), torch.randn(3, 2, dtype=D)
     for chefer, fn in ((True, M.chefer_product), (False, M.eps_product_uniform)):
@@ -98,6 +124,9 @@ def main():
     raw_a, raw_b = (a * Ra / (a + bb)).sum(), (bb * Ra / (a + bb)).sum()
     close(A_.sum().abs() / B_.sum().abs(), raw_a.abs() / raw_b.abs(), 1e-5,
           "chefer_add keeps |A|:|B|")
+    pa, pb = M.chefer_add_plain(Ra, a, bb)
+    close(pa, a * Ra / (a + bb + 1e-9), what="chefer_add_plain R_a")
+    close(pb, bb * Ra / (a + bb + 1e-9), what="chefer_add_plain R_b")
     ea, eb = M.eps_add(Ra, a, bb)
     close(ea + eb, Ra * (a + bb) / M.stabilise(a + bb), what="eps_add")
 

@@ -7,13 +7,17 @@ class, it writes
   attattr_exact.npy    (L, H, n, n) float64, the integral by 40-point Gauss–Legendre
   token_map.npy        (H/p, W/p) float64, the image map from attattr_m20
   heads_attattr.npy    (L, H) Σ over the head set of max_{i,j} Attr (m = 20)
+  heads_attention_max.npy (L, H) Σ of max_{i,j} A (Hao et al.'s attention score)
   heads_attention.npy  (L, H) Σ of mean_i max_j A
+  heads_taylor_loss.npy (L, H) Σ of |Σ A ⊙ ∂L/∂A|, L the loss on each image's gold labels
   heads_taylor.npy     (L, H) Σ of |Σ A ⊙ ∂F/∂A|
   tree.json            the attribution tree of attattr_m20 at τ = 0.4, and its margin
+  tree_reference.json  the same with the published code's conventions (tree_reference)
   meta.json            target, m, the head set (input seeds, targets), left-sum errors against
                        the exact integral for several m
 The head set is the engine fixture input plus random_input(cfg, seed) for HEAD_SEEDS, each
-under its own arg-max class.
+under its own arg-max class t; the gold labels (for the loss) are [t], [(t+1) mod C] and
+[t, (t+2) mod C] for the three images, so that the loss is not always the predicted class's.
 
 Run:  /usr/bin/python3 tests/reference/make_attattr_fixtures.py      (~1 min)
 """
@@ -62,22 +66,29 @@ def write(shape, output):
     np.save(os.path.join(d, "attattr_exact.npy"), exact)
     np.save(os.path.join(d, "token_map.npy"), attattr_ref.token_map(attr, cfg))
 
-    sums = [np.zeros((cfg.depth, cfg.heads)) for _ in range(3)]
+    names = ("attattr", "attention_max", "attention", "taylor_loss", "taylor")
+    sums = [np.zeros((cfg.depth, cfg.heads)) for _ in names]
     head_set = []
-    for seed in [None] + HEAD_SEEDS:
+    C = len(logits)
+    for k, seed in enumerate([None] + HEAD_SEEDS):
         img = image if seed is None else vit_ref.random_input(cfg, seed)
         t = int(np.argmax(attattr_ref.forward_with_attention(w, cfg, img).numpy()))
+        gold = [[t], [(t + 1) % C], [t, (t + 2) % C]][k]
         a = attr if seed is None else attattr_ref.attattr(w, cfg, img, t, *attattr_ref.left_riemann(STEPS), output)
-        for acc, s in zip(sums, attattr_ref.head_scores(w, cfg, img, t, a, output)):
+        for acc, s in zip(sums, attattr_ref.head_scores(w, cfg, img, t, a, output, gold)):
             acc += s
-        head_set.append({"input_seed": iseed if seed is None else seed, "target": t})
-    for name, s in zip(("attattr", "attention", "taylor"), sums):
+        head_set.append({"input_seed": iseed if seed is None else seed, "target": t, "gold": gold})
+    for name, s in zip(names, sums):
         np.save(os.path.join(d, "heads_%s.npy" % name), s)
 
     tree, margin = attattr_ref.tree(attr, cfg, THRESHOLD)
     tree["margin"] = margin
     with open(os.path.join(d, "tree.json"), "w") as f:
         json.dump(tree, f, indent=1)
+    tree_ref, margin_ref = attattr_ref.tree_reference(attr, THRESHOLD)
+    tree_ref["margin"] = margin_ref
+    with open(os.path.join(d, "tree_reference.json"), "w") as f:
+        json.dump(tree_ref, f, indent=1)
     meta = {"shape": shape, "output": output, "weight_seed": wseed, "input_seed": iseed,
             "target": target, "logits": logits.tolist(), "steps": STEPS,
             "exact": "Gauss-Legendre, %d points on [0, 1]" % EXACT_ORDER,

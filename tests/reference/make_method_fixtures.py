@@ -10,7 +10,7 @@ runner-up class (second-largest logit), it writes
   meta.json                           config, seeds, targets, logits
   f32_vs_f64.json                     how much the maps move when the reference runs in float32
 
-Run:  /usr/bin/python3 tests/reference/make_method_fixtures.py
+Run:  /usr/bin/python3 tests/reference/make_method_fixtures.py [CASE …]   (default: every case)
 """
 
 import json
@@ -35,6 +35,10 @@ DEIT_INPUT_SEED = 8
 
 CONSERVATION_METHODS = ("transformer-attribution", "lrp", "attnlrp")
 
+# The older rules of Chefer 2021's "LRP" and "partial LRP" baseline rows: the linear rule with one
+# denominator per sign and the plain add rule (methods_ref.chefer_rules).
+BASELINE_RULES = {"linear_rule": "separate", "add_rule": "plain"}
+
 
 def variants(cfg):
     """(file stem, method, options) for the small shapes."""
@@ -50,11 +54,17 @@ def variants(cfg):
         ("grad-rollout", "grad-rollout", {}),
         ("transformer-attribution-start0", "transformer-attribution", {"start_layer": 0}),
         ("transformer-attribution-start1", "transformer-attribution", {"start_layer": 1}),
-        ("transformer-attribution-nograd", "transformer-attribution", {"use_grad": False}),
+        ("transformer-attribution-nograd", "transformer-attribution", {"weight": "none"}),
+        ("transformer-attribution-attn", "transformer-attribution", {"weight": "attn"}),
+        ("transformer-attribution-baseline-rules", "transformer-attribution", BASELINE_RULES),
         ("transformer-attribution-block0", "transformer-attribution", {"block": 0}),
         ("transformer-attribution-block%d" % last, "transformer-attribution", {"block": last}),
         ("partial-lrp", "partial-lrp", {}),
+        ("partial-lrp-baseline-rules", "partial-lrp", BASELINE_RULES),
         ("lrp", "lrp", {}),
+        ("lrp-separate", "lrp", {"linear_rule": "separate"}),
+        ("lrp-plain-add", "lrp", {"add_rule": "plain"}),
+        ("lrp-baseline-rules", "lrp", BASELINE_RULES),
         ("attnlrp", "attnlrp", {}),
         ("attnlrp-tokens", "attnlrp-tokens", {}),
     ]
@@ -89,6 +99,7 @@ def write_case(name, cfg, params, image, var_list, meta_extra, pixel_f32=False):
         for stem, method, opt in var_list:
             m = ex.run(method, **opt)
             pixel = method in ("lrp", "attnlrp")
+            opt = dict(opt)
             dtype = np.float32 if (pixel and pixel_f32) else np.float64
             fname = "%s_t%d.npy" % (stem, t)
             np.save(os.path.join(d, fname), m.astype(dtype))
@@ -98,6 +109,9 @@ def write_case(name, cfg, params, image, var_list, meta_extra, pixel_f32=False):
         for method in CONSERVATION_METHODS:
             with open(os.path.join(d, "conservation_%s_t%d.json" % (method, t)), "w") as f:
                 json.dump(ex.conservation(method), f, indent=1)
+        if any(o == BASELINE_RULES for _, _, o in var_list):
+            with open(os.path.join(d, "conservation_lrp-baseline-rules_t%d.json" % t), "w") as f:
+                json.dump(ex.conservation("lrp", **BASELINE_RULES), f, indent=1)
     seconds = time.time() - t0
     meta = OrderedDict([
         ("case", name),
@@ -181,9 +195,13 @@ def measure_f32(cfg, params, image, ex64):
 
 
 def main():
+    """Every case, or only those named: make_method_fixtures.py nonsquare gray."""
+    only = sys.argv[1:]
     t_all = time.time()
     timing = OrderedDict()
     for name in make_engine_fixtures.SHAPES:
+        if only and name not in only:
+            continue
         cfg, seed, input_seed, params, image = make_engine_fixtures.shape_model(name)
         ex64, timing[name] = write_case(
             name, cfg, params, image, variants(cfg),
@@ -191,6 +209,8 @@ def main():
                          ("model", "tests/fixtures/engine/%s/model_timm.safetensors" % name)]))
         with open(os.path.join(OUT, name, "f32_vs_f64.json"), "w") as f:
             json.dump(measure_f32(cfg, params, image, ex64), f, indent=2)
+    if only and "deit_tiny" not in only:
+        return
     cfg = vit_ref.deit_tiny_config()
     params = vit_ref.random_params(cfg, DEIT_WEIGHT_SEED)
     image = vit_ref.random_input(cfg, DEIT_INPUT_SEED)

@@ -361,7 +361,7 @@ def class_specific(cfg):
          "transformer-attribution", {"start_layer": 0}, tok),
         ("transformer-attribution-start1", "transformer-attribution", {"start-layer": "1"},
          "transformer-attribution", {"start_layer": 1}, tok),
-        ("transformer-attribution-nograd", "transformer-attribution", {"use-grad": "false"},
+        ("transformer-attribution-nograd", "transformer-attribution", {"weight": "none"},
          "transformer-attribution", {"use_grad": False}, tok),
         ("transformer-attribution-block0", "transformer-attribution", {"block": "0"},
          "transformer-attribution", {"block": 0}, tok),

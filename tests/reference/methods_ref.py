@@ -84,6 +84,23 @@ def chefer_add(R, a, b):
     return Ra * safe_divide(a_fact, A), Rb * safe_divide(b_fact, B)
 
 
+def chefer_linear_separate(R, x, W, b):
+    """The older LRP-α1β0 rule of Chefer 2021's "LRP" / "partial LRP" baseline rows (the paper's
+    code's first rule set; METHODS.md), one denominator per sign, bias ignored:
+    Z⁺ = x⁺W⁺ᵀ, Z⁻ = x⁻W⁻ᵀ, R_in = x⁺⊙((R/Z⁺) W⁺) + x⁻⊙((R/Z⁻) W⁻).
+    Each sign passes all of R wherever its Z ≠ 0: not conserving (up to 2ΣR)."""
+    Wp, Wn = W.clamp(min=0), W.clamp(max=0)
+    xp, xn = x.clamp(min=0), x.clamp(max=0)
+    return xp * (safe_divide(R, xp @ Wp.T) @ Wp) + xn * (safe_divide(R, xn @ Wn.T) @ Wn)
+
+
+def chefer_add_plain(R, a, b):
+    """The plain z rule on a sum (the older rules of the baseline rows): Ra = a⊙R/(a+b),
+    Rb = b⊙R/(a+b), without the renormalisation of chefer_add."""
+    S = safe_divide(R, a + b)
+    return a * S, b * S
+
+
 def chefer_product(R, X, Y):
     """Two-operand product Z = X·Y (batched matmul): R_X = X⊙(S Yᵀ), R_Y = Y⊙(Xᵀ S), S = R/Z;
     each operand receives the full ΣR, so both are halved (Chefer 2021, Eq. 9-10)."""
@@ -175,6 +192,19 @@ class RuleSet:
 
 CHEFER = RuleSet("chefer", "one-hot", chefer_linear, chefer_add, chefer_product,
                  chefer_softmax, chefer_layernorm, identity_rule, chefer_patch_zb)
+
+
+def chefer_rules(linear_rule="shared", add_rule="normalised"):
+    """Chefer's rule set with the linear rule `shared` (chefer_linear) or `separate`
+    (chefer_linear_separate) and the add rule `normalised` (chefer_add) or `plain`."""
+    if (linear_rule, add_rule) == ("shared", "normalised"):
+        return CHEFER
+    linear = {"shared": chefer_linear, "separate": chefer_linear_separate}[linear_rule]
+    add = {"normalised": chefer_add, "plain": chefer_add_plain}[add_rule]
+    return RuleSet("chefer-%s-%s" % (linear_rule, add_rule), "one-hot", linear, add,
+                   chefer_product, chefer_softmax, chefer_layernorm, identity_rule, chefer_patch_zb)
+
+
 ATTNLRP = RuleSet("attnlrp", "logit", eps_linear, eps_add, eps_product_uniform,
                   attnlrp_softmax, attnlrp_layernorm, identity_rule, attnlrp_patch)
 
@@ -349,15 +379,21 @@ def grad_rollout(tr, cfg, grad_attn):
     return token_map(R, cfg)
 
 
-def transformer_attribution(cfg, grad_attn, R_A, start_layer=0, use_grad=True, block=None):
-    """Chefer, Gur & Wolf 2021: Ā_b = E_h[(∇A_b ⊙ R_{A_b})⁺] (or E_h[(R_{A_b})⁺] without
-    gradients), C = Π (I + Ā_b) from start_layer, no row normalisation; `block` = one block
-    only (the map is then Ā_b[0, 1:])."""
+def transformer_attribution(cfg, grad_attn, R_A, start_layer=0, use_grad=True, block=None,
+                            weight=None, attn=None):
+    """Chefer, Gur & Wolf 2021: Ā_b = E_h[(∇A_b ⊙ R_{A_b})⁺], C = Π (I + Ā_b) from start_layer,
+    no row normalisation; `block` = one block only (the map is then Ā_b[0, 1:]).
+    `weight` (overrides use_grad): "grad" the method, "none" E_h[(R_{A_b})⁺] (the "without
+    gradients" ablation as the paper's code runs it), "attn" E_h[(A_b ⊙ R_{A_b})⁺] (the ablation
+    as the paper's text states it: ∇A replaced by A; `attn` = the (H, n, n) A_b per block)."""
+    if weight is None:
+        weight = "grad" if use_grad else "none"
     n = cfg.tokens
     eye = torch.eye(n, dtype=R_A[0].dtype)
     bars = []
-    for G, RA in zip(grad_attn, R_A):
-        cam = G * RA if use_grad else RA
+    for b, RA in enumerate(R_A):
+        cam = {"grad": lambda: grad_attn[b] * RA, "none": lambda: RA,
+               "attn": lambda: attn[b] * RA}[weight]()
         bars.append(head_mean(cam.clamp(min=0)))
     if block is not None:
         return token_map(bars[block] + eye, cfg)
@@ -393,15 +429,19 @@ class Explainer:
         self.w = vit_ref.Weights(params, cfg, dtype)
         self.tr, self.target, self.grad_input, self.grad_attn = \
             vit_ref.logits_and_grads(self.w, cfg, image, target)
-        self._chefer = None
+        self._chefer = {}
         self._attnlrp = None
+
+    def chefer_pass(self, linear_rule="shared", add_rule="normalised"):
+        key = (linear_rule, add_rule)
+        if key not in self._chefer:
+            self._chefer[key] = relevance_pass(self.w, self.cfg, self.tr, self.target,
+                                               chefer_rules(linear_rule, add_rule), to_pixels=True)
+        return self._chefer[key]
 
     @property
     def chefer(self):
-        if self._chefer is None:
-            self._chefer = relevance_pass(self.w, self.cfg, self.tr, self.target, CHEFER,
-                                          to_pixels=True)
-        return self._chefer
+        return self.chefer_pass()
 
     @property
     def attnlrp(self):
@@ -411,7 +451,11 @@ class Explainer:
         return self._attnlrp
 
     def run(self, method, **opt):
+        """`opt`: the method's options; linear_rule / add_rule pick Chefer's rule variant."""
         cfg = self.cfg
+        rules = {k: opt.pop(k) for k in ("linear_rule", "add_rule") if k in opt}
+        chefer = self.chefer_pass(**rules) if method in (
+            "transformer-attribution", "partial-lrp", "lrp") else None
         if method == "raw-attention":
             m = raw_attention(self.tr, cfg)
         elif method == "rollout":
@@ -421,11 +465,12 @@ class Explainer:
         elif method == "grad-rollout":
             m = grad_rollout(self.tr, cfg, self.grad_attn)
         elif method == "transformer-attribution":
-            m = transformer_attribution(cfg, self.grad_attn, self.chefer["R_A"], **opt)
+            attn = [bt["attn"].detach() for bt in self.tr["blocks"]]
+            m = transformer_attribution(cfg, self.grad_attn, chefer["R_A"], attn=attn, **opt)
         elif method == "partial-lrp":
-            m = partial_lrp(cfg, self.chefer["R_A"])
+            m = partial_lrp(cfg, chefer["R_A"])
         elif method == "lrp":
-            m = lrp_pixels(self.chefer["R_image"])
+            m = lrp_pixels(chefer["R_image"])
         elif method == "attnlrp":
             m = attnlrp_maps(cfg, self.attnlrp["R_image"], self.attnlrp["R_tokens"])[0]
         elif method == "attnlrp-tokens":
@@ -434,9 +479,9 @@ class Explainer:
             raise ValueError(method)
         return m.detach().cpu().numpy()
 
-    def conservation(self, method):
+    def conservation(self, method, linear_rule="shared", add_rule="normalised"):
         """The per-layer relevance sums of an LRP method's pass (a JSON-able dict)."""
-        p = self.attnlrp if method == "attnlrp" else self.chefer
+        p = self.attnlrp if method == "attnlrp" else self.chefer_pass(linear_rule, add_rule)
         rows = p["log"]
         if method in ("transformer-attribution", "partial-lrp"):
             rows = [r for r in rows if r["layer"] not in ("pos_embed.add", "drop_cls",

@@ -410,15 +410,18 @@ EvalMethod eval_parse_method(const std::string& spec, const Config* model) {
         const double v = s.get(got);
         if (v == s.get(def)) continue;
         if (s.kind == OptionKind::integer || s.kind == OptionKind::number) text = key + "=" + shortest_number(v);
-        else if (s.kind == OptionKind::choice) text = key + "=" + s.choices[size_t(v)];
-        else if (v != 0) text = key;
-        else text = s.negation ? std::string(s.negation) : key + "=false";
+        else if (s.kind == OptionKind::choice) {
+          text = key + "=" + s.choices[size_t(v)];
+          for (const OptionSpec::Alias& a : s.aliases)  // the value's alias word: "no-grad"
+            if (s.choices[size_t(v)] == a.value) text = a.word;
+        } else if (v != 0) text = key;
+        else text = key + "=false";
         break;
       }
       case OptionKind::method: {
         const std::string v = s.get_text(got);
         if (v == s.get_text(def)) continue;
-        text = key + "=" + v;
+        text = key + "=" + (v.find(':') == std::string::npos ? v : "(" + v + ")");  // a spec in parentheses
         break;
       }
       case OptionKind::image: fail("'" + spec + "': " + key + " takes an image, which a method spec cannot give");

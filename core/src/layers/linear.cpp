@@ -100,6 +100,42 @@ void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, c
     }
     return;
   }
+  if (rule == LinearRule::alpha1beta0_separate) {
+    // The older α1β0 rule of Chefer et al. 2021's "LRP" and "partial LRP" baselines (the first
+    // rule set of the paper's code; METHODS.md), one denominator per sign, safe_divide:
+    //   Z⁺ = x⁺·W⁺ᵀ, Z⁻ = x⁻·W⁻ᵀ, R_in = x⁺ ⊙ ((R/Z⁺)·W⁺) + x⁻ ⊙ ((R/Z⁻)·W⁻).
+    // Each sign passes all of R on wherever its Z ≠ 0, so ΣR_in is up to 2ΣR: not conserving.
+    // Both Z are sums of non-negative terms (no cancellation): float products suffice.
+    s.w.resize(out, 2 * in);  // [W⁺ | W⁻]
+    s.w.leftCols(in) = W.cwiseMax(0.0f);
+    s.w.rightCols(in) = W.cwiseMin(0.0f);
+    s.a.resize(m, 2 * in);  // [x⁺ | x⁻]
+    s.a.leftCols(in) = x.topRows(m).cwiseMax(0.0).cast<float>();
+    s.a.rightCols(in) = x.topRows(m).cwiseMin(0.0).cast<float>();
+    s.p.resize(m, 2 * out);  // [Z⁺ | Z⁻]
+    gemm_nt(s.p.data(), s.a.data(), s.w.data(), m, out, in, 2 * in, 2 * in, 2 * out, 1.0f, 0.0f);
+    gemm_nt(s.p.data() + out, s.a.data() + in, s.w.data() + in, m, out, in, 2 * in, 2 * in, 2 * out, 1.0f, 0.0f);
+    s.a.resize(m, 2 * out);  // [S⁺ | S⁻] = [R/Z⁺ | R/Z⁻]
+    for (int i = 0; i < m; ++i) {
+      const double* ri = r.row(i).data();
+      const float* zi = s.p.row(i).data();
+      float* si = s.a.row(i).data();
+      for (int o = 0; o < out; ++o) {
+        si[o] = float(safe_divide(ri[o], double(zi[o])));
+        si[out + o] = float(safe_divide(ri[o], double(zi[out + o])));
+      }
+    }
+    s.p.resize(m, 2 * in);  // [S⁺·W⁺ | S⁻·W⁻]
+    gemm_nn(s.p.data(), s.a.data(), s.w.data(), m, in, out, 2 * out, 2 * in, 2 * in, 1.0f, 0.0f);
+    gemm_nn(s.p.data() + in, s.a.data() + out, s.w.data() + in, m, in, out, 2 * out, 2 * in, 2 * in, 1.0f, 0.0f);
+    for (int i = 0; i < m; ++i) {
+      const double* xi = x.row(i).data();
+      const float* pi = s.p.row(i).data();
+      double* ri = r_in.row(i).data();
+      for (int j = 0; j < in; ++j) ri[j] = xi[j] > 0.0 ? xi[j] * double(pi[j]) : xi[j] * double(pi[in + j]);
+    }
+    return;
+  }
   // LRP-α1β0 with one shared denominator (Bach et al. 2015; Chefer et al. 2021):
   //   Z = x⁺·W⁺ᵀ + x⁻·W⁻ᵀ, S = R/Z, R_in = x⁺⊙(S·W⁺) + x⁻⊙(S·W⁻).
   // With p⁺q⁺ + p⁻q⁻ = ½(pq + |p||q|): Z = ½(x·Wᵀ + |x|·|W|ᵀ), where x·Wᵀ = y − b, and

@@ -19,7 +19,9 @@ void add_relevance(MatD& r_a, MatD& r_b, const MatD& r, const MatD& a, const Mat
     }
     return;
   }
-  // Chefer et al. 2021: R_a = a ⊙ R/(a+b), R_b = b ⊙ R/(a+b) (safe_divide), then with
+  // Chefer et al. 2021: R_a = a ⊙ R/(a+b), R_b = b ⊙ R/(a+b) (safe_divide); the plain z rule
+  // stops here (the older rules of the paper's LRP baselines, the "Add" of the original code's
+  // first rule set); the normalised rule goes on: with
   // A = ΣR_a, B = ΣR_b, T = ΣR over the whole tensor: R_a ← R_a·(|A|/(|A|+|B|)·T)/A, R_b likewise,
   // so that ΣR_a + ΣR_b = T and the share of each operand is |A| : |B|.
   for (Eigen::Index i = 0; i < a.size(); ++i) {
@@ -27,6 +29,7 @@ void add_relevance(MatD& r_a, MatD& r_b, const MatD& r, const MatD& a, const Mat
     r_a.data()[i] = a.data()[i] * q;
     r_b.data()[i] = b.data()[i] * q;
   }
+  if (rule == AddRule::plain) return;
   const double A = r_a.sum(), B = r_b.sum(), T = r.sum();
   const double a_fact = safe_divide(std::fabs(A), std::fabs(A) + std::fabs(B)) * T;
   const double b_fact = safe_divide(std::fabs(B), std::fabs(A) + std::fabs(B)) * T;

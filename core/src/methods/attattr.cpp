@@ -211,25 +211,47 @@ Mat attattr_token_map(const std::vector<AttAttrBlock>& attr, const Config& c) {
   return map;
 }
 
+Vec gold_loss_grad(const Config& c, const Vec& logits, const std::vector<int>& gold) {
+  if (gold.empty()) throw Error(ErrorCode::bad_argument, "the loss needs at least one gold label");
+  for (int g : gold)
+    if (g < 0 || g >= c.classes)
+      throw Error(ErrorCode::bad_argument, "gold label " + std::to_string(g) + " is out of range: the model has " +
+                                               std::to_string(c.classes) + " classes");
+  const Vec p = output_probs(c, logits);  // (classes) σ(z) or softmax(z)
+  Vec y = Vec::Zero(logits.size());       // (classes) the gold target
+  if (c.output == OutputKind::sigmoid) {
+    for (int g : gold) y[g] = 1.0f;  // multi-hot; ∂BCE/∂z = σ(z) − y
+  } else {
+    for (int g : gold) y[g] += 1.0f / float(gold.size());  // ∂(−mean_g log p_g)/∂z = p − mean_g e_g
+  }
+  return p - y;
+}
+
 HeadScores head_scores_zero(const Config& c) {
   HeadScores s;
   s.attattr = MatD::Zero(c.depth, c.heads);
+  s.attention_max = MatD::Zero(c.depth, c.heads);
   s.attention = MatD::Zero(c.depth, c.heads);
+  s.taylor_loss = MatD::Zero(c.depth, c.heads);
   s.taylor = MatD::Zero(c.depth, c.heads);
   return s;
 }
 
 void head_scores_add(HeadScores& s, const Model& m, const Trace& tr, int target,
-                     const std::vector<AttAttrBlock>& attr) {
+                     const std::vector<AttAttrBlock>& attr, const std::vector<int>& gold) {
   const Config& c = m.config;
-  Grads g;
-  vit_backward(g, nullptr, m, tr, target_prob_grad(c, tr.logits, target));  // ∂F/∂A at α = 1
+  Grads gf, gl;
+  vit_backward(gf, nullptr, m, tr, target_prob_grad(c, tr.logits, target));                       // ∂F/∂A at α = 1
+  vit_backward(gl, nullptr, m, tr, gold_loss_grad(c, tr.logits, gold.empty() ? std::vector<int>{target} : gold));  // ∂L/∂A
   for (int l = 0; l < c.depth; ++l)
     for (int h = 0; h < c.heads; ++h) {
-      const Mat& A = tr.blocks[size_t(l)].attn[size_t(h)];
-      s.attattr(l, h) += double(attr[size_t(l)].attr[size_t(h)].maxCoeff());
-      s.attention(l, h) += A.rowwise().maxCoeff().cast<double>().mean();
-      s.taylor(l, h) += std::fabs(A.cast<double>().cwiseProduct(g.blocks[size_t(l)].attn[size_t(h)].cast<double>()).sum());
+      const MatD A = tr.blocks[size_t(l)].attn[size_t(h)].cast<double>();  // (n, n)
+      s.attattr(l, h) += double(attr[size_t(l)].attr[size_t(h)].maxCoeff());  // max_{i,j} Attr
+      s.attention_max(l, h) += A.maxCoeff();                                  // max_{i,j} A
+      s.attention(l, h) += A.rowwise().maxCoeff().mean();                     // mean_i max_j A
+      // |A_hᵀ ∂L/∂A_h|: the first-order change of L when the head's attention is scaled to 0
+      s.taylor_loss(l, h) += std::fabs(A.cwiseProduct(gl.blocks[size_t(l)].attn[size_t(h)].cast<double>()).sum());
+      s.taylor(l, h) += std::fabs(A.cwiseProduct(gf.blocks[size_t(l)].attn[size_t(h)].cast<double>()).sum());
     }
   s.images += 1;
 }
@@ -242,32 +264,125 @@ std::vector<int> pruning_order(const MatD& scores) {
   return order;
 }
 
+double masked_accuracy(const Model& m, const std::vector<Image>& images, const std::vector<std::vector<int>>& labels,
+                       const std::vector<float>& mask) {
+  const Config& c = m.config;
+  if (images.size() != labels.size()) throw Error(ErrorCode::bad_argument, "one label set per image is needed");
+  if (mask.size() != size_t(c.depth * c.heads)) throw Error(ErrorCode::bad_argument, "the head mask must cover every head");
+  if (images.empty()) return 0.0;
+  ForwardOptions fo;
+  fo.head_mask = mask;
+  Trace tr;
+  int correct = 0;
+  for (size_t i = 0; i < images.size(); ++i) {
+    vit_forward(tr, m, images[i], fo);
+    const int top = top_k(c, tr.logits, 1)[0].cls;
+    correct += std::find(labels[i].begin(), labels[i].end(), top) != labels[i].end() ? 1 : 0;
+  }
+  return double(correct) / double(images.size());
+}
+
 std::vector<double> pruning_curve(const Model& m, const std::vector<Image>& images,
                                   const std::vector<std::vector<int>>& labels, const std::vector<int>& order) {
   const Config& c = m.config;
   const int heads = c.depth * c.heads;
-  if (images.size() != labels.size()) throw Error(ErrorCode::bad_argument, "one label set per image is needed");
   if (order.size() != size_t(heads)) throw Error(ErrorCode::bad_argument, "the pruning order must list every head");
-  ForwardOptions fo;
-  fo.head_mask.assign(size_t(heads), 1.0f);
+  std::vector<float> mask(size_t(heads), 1.0f);
   std::vector<double> acc;
-  Trace tr;
   for (int k = 0; k <= heads; ++k) {
-    if (k > 0) fo.head_mask[size_t(order[size_t(k - 1)])] = 0.0f;
-    int correct = 0;
-    for (size_t i = 0; i < images.size(); ++i) {
-      vit_forward(tr, m, images[i], fo);
-      const int top = top_k(c, tr.logits, 1)[0].cls;
-      correct += std::find(labels[i].begin(), labels[i].end(), top) != labels[i].end() ? 1 : 0;
-    }
-    acc.push_back(images.empty() ? 0.0 : double(correct) / double(images.size()));
+    if (k > 0) mask[size_t(order[size_t(k - 1)])] = 0.0f;
+    acc.push_back(masked_accuracy(m, images, labels, mask));
   }
   return acc;
 }
 
-AttrTree attattr_tree(const std::vector<AttAttrBlock>& attr, double threshold, int prefix) {
+LayerPruning layer_pruning(const Model& m, const std::vector<Image>& images,
+                           const std::vector<std::vector<int>>& labels, const MatD& scores) {
+  const Config& c = m.config;
+  const int L = c.depth, H = c.heads;
+  if (scores.rows() != L || scores.cols() != H) throw Error(ErrorCode::bad_argument, "the scores must be (depth, heads)");
+  LayerPruning out;
+  out.prune_top.assign(size_t(L), std::vector<double>(size_t(H + 1)));
+  out.keep_top.assign(size_t(L), std::vector<double>(size_t(H + 1)));
+  for (int l = 0; l < L; ++l) {
+    std::vector<int> rank(static_cast<size_t>(H));  // block l's heads, descending score, ties by index
+    std::iota(rank.begin(), rank.end(), 0);
+    std::stable_sort(rank.begin(), rank.end(), [&](int a, int b) { return scores(l, a) > scores(l, b); });
+    for (int k = 0; k <= H; ++k) {
+      std::vector<float> prune(size_t(L * H), 1.0f), keep(size_t(L * H), 1.0f);
+      for (int r = 0; r < H; ++r) {
+        const size_t flat = size_t(l * H + rank[size_t(r)]);
+        (r < k ? prune : keep)[flat] = 0.0f;  // the top k pruned; or everything but the top k
+      }
+      out.prune_top[size_t(l)][size_t(k)] = masked_accuracy(m, images, labels, prune);
+      out.keep_top[size_t(l)][size_t(k)] = masked_accuracy(m, images, labels, keep);
+    }
+  }
+  return out;
+}
+
+const char* tree_convention_name(TreeConvention c) { return c == TreeConvention::reference ? "reference" : "ours"; }
+
+TreeConvention parse_tree_convention(const std::string& name) {
+  if (name == "ours") return TreeConvention::ours;
+  if (name == "reference") return TreeConvention::reference;
+  throw Error(ErrorCode::bad_argument, "unknown tree convention '" + name + "': use ours or reference");
+}
+
+namespace {
+
+// The published code's conventions (attattr.h, "reference"); M[l] = Σ_h Attr_{l,h}.
+AttrTree attattr_tree_reference(const std::vector<MatD>& M, double threshold, int k) {
   AttrTree t;
   t.threshold = threshold;
+  t.convention = TreeConvention::reference;
+  const int L = int(M.size()), n = int(M[0].rows());
+  // The root: Σ_l M_l, off-diagonal positive entries, prefix query rows dropped; the largest row
+  // sum (dividing by |max| first, as the code does, changes no order). Ties: the lowest index.
+  MatD total = MatD::Zero(n, n);
+  for (const MatD& m : M) total += m;
+  t.root = k;
+  double best = -1.0;
+  for (int i = k; i < n; ++i) {
+    double row = 0.0;
+    for (int j = 0; j < n; ++j)
+      if (j != i && total(i, j) > 0.0) row += total(i, j);
+    if (row > best) {
+      best = row;
+      t.root = i;
+    }
+  }
+  // M̂_l = M_l / |max_{i ≥ prefix, all j} M_l|; a block whose maximum is 0 gives no edges.
+  std::vector<MatD> norm(static_cast<size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    const double mx = std::fabs(M[size_t(l)].bottomRows(n - k).maxCoeff());
+    norm[size_t(l)] = mx > 0.0 ? MatD(M[size_t(l)] / mx) : MatD::Zero(n, n);
+  }
+  std::vector<char> in_tree(size_t(n), 0);
+  in_tree[size_t(t.root)] = 1;
+  t.nodes.push_back(t.root);
+  auto add = [&](int i, int j, int l) {
+    in_tree[size_t(j)] = 1;
+    t.nodes.push_back(j);
+    t.edges.push_back({i, j, l, norm[size_t(l)](i, j)});
+  };
+  if (L >= 2)  // block L−2: the root's row only
+    for (int j = 0; j < n; ++j)
+      if (j != t.root && norm[size_t(L - 2)](t.root, j) > threshold) add(t.root, j, L - 2);
+  for (int l = L - 3; l >= 0; --l)  // then index order: a node added here can parent in this block
+    for (int i = k; i < n; ++i)
+      for (int j = 0; j < n; ++j)
+        if (in_tree[size_t(i)] && !in_tree[size_t(j)] && norm[size_t(l)](i, j) > threshold) add(i, j, l);
+  return t;
+}
+
+}  // namespace
+
+AttrTree attattr_tree(const std::vector<AttAttrBlock>& attr, double threshold, int prefix,
+                      TreeConvention convention) {
+  AttrTree t;
+  t.threshold = threshold;
+  t.convention = convention;
   if (attr.empty() || attr[0].attr.empty()) return t;
   const int L = int(attr.size()), n = int(attr[0].attr[0].rows()), k = prefix;
   assert(k >= 1 && k < n);
@@ -276,6 +391,11 @@ AttrTree attattr_tree(const std::vector<AttAttrBlock>& attr, double threshold, i
     for (const Mat& a : attr[size_t(l)].attr) s += a.cast<double>();
     return s;
   };
+  if (convention == TreeConvention::reference) {
+    std::vector<MatD> M;
+    for (int l = 0; l < L; ++l) M.push_back(summed(l));
+    return attattr_tree_reference(M, threshold, k);
+  }
   const Eigen::RowVectorXd col = summed(L - 1).colwise().sum();  // (n)
   t.root = k;
   for (int j = k + 1; j < n; ++j)
@@ -313,10 +433,14 @@ std::string attr_tree_json(const AttrTree& t, const Config& c) {
   json j;
   j["root"] = t.root;
   j["threshold"] = t.threshold;
+  j["convention"] = tree_convention_name(t.convention);
   j["grid"] = {c.grid_h(), c.grid_w()};
   json nodes = json::array(), edges = json::array();
   const int k = c.prefix();
-  for (int tok : t.nodes) nodes.push_back({{"token", tok}, {"row", (tok - k) / c.grid_w()}, {"col", (tok - k) % c.grid_w()}});
+  for (int tok : t.nodes) {
+    const bool patch = tok >= k;
+    nodes.push_back({{"token", tok}, {"row", patch ? (tok - k) / c.grid_w() : -1}, {"col", patch ? (tok - k) % c.grid_w() : -1}});
+  }
   for (const AttrTreeEdge& e : t.edges)
     edges.push_back({{"from", e.from}, {"to", e.to}, {"block", e.block}, {"score", e.score}});
   j["nodes"] = nodes;

@@ -96,12 +96,39 @@ OptionSpec discard_ratio() {
   return field(s);
 }
 
-OptionSpec use_grad() {
-  OptionSpec s = spec("use-grad", OptionKind::flag);
-  s.negation = "no-grad";
-  s.help = "weight the relevance by the attention gradient (false: the paper's \"without gradients\")";
-  s.get = [](const MethodOptions& o) { return o.use_grad ? 1.0 : 0.0; };
-  s.set = [](MethodOptions& o, const OptionValue& v) { o.use_grad = v.number != 0; };
+OptionSpec weight() {
+  OptionSpec s = spec("weight", OptionKind::choice);
+  s.choices = {"grad", "none", "attn"};
+  s.choice_help = {"Ā_b = E_h[(∇A_b ⊙ R_A_b)⁺], the method",
+                   "Ā_b = E_h[(R_A_b)⁺], the paper's \"without gradients\" ablation as its code runs it",
+                   "Ā_b = E_h[(A_b ⊙ R_A_b)⁺], the ablation as the paper's text states it (∇A replaced by A)"};
+  s.aliases = {{"no-grad", "none"}};
+  s.help = "what weights each head's relevance R_A_b: grad (the method), none or attn (the paper's ablations)";
+  s.get = [](const MethodOptions& o) { return double(o.weight); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.weight = AttnWeight(int(v.number)); };
+  return field(s);
+}
+
+OptionSpec linear_rule() {
+  OptionSpec s = spec("linear-rule", OptionKind::choice);
+  s.choices = {"shared", "separate"};
+  s.choice_help = {"S = R/(x⁺W⁺ᵀ + x⁻W⁻ᵀ), R_in = x⁺⊙(S·W⁺) + x⁻⊙(S·W⁻): the paper's rule, conserving",
+                   "R_in = x⁺⊙((R/x⁺W⁺ᵀ)·W⁺) + x⁻⊙((R/x⁻W⁻ᵀ)·W⁻): the older rule of the paper's LRP baselines, "
+                   "not conserving"};
+  s.help = "LRP-α1β0 at the linear layers with one denominator, or one per sign (the paper's LRP baselines)";
+  s.get = [](const MethodOptions& o) { return double(o.linear_rule); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.linear_rule = CheferLinear(int(v.number)); };
+  return field(s);
+}
+
+OptionSpec add_rule() {
+  OptionSpec s = spec("add-rule", OptionKind::choice);
+  s.choices = {"normalised", "plain"};
+  s.choice_help = {"R_a = a⊙R/(a+b), R_b likewise, then both rescaled to keep ΣR: the paper's rule",
+                   "R_a = a⊙R/(a+b), R_b = b⊙R/(a+b), no rescaling: the older rule of the paper's LRP baselines"};
+  s.help = "the residual and position-embedding adds: normalised, or plain (the paper's LRP baselines)";
+  s.get = [](const MethodOptions& o) { return double(o.add_rule); };
+  s.set = [](MethodOptions& o, const OptionValue& v) { o.add_rule = CheferAdd(int(v.number)); };
   return field(s);
 }
 
@@ -242,15 +269,16 @@ const std::vector<MethodEntry>& entries() {
           "Â_b = I + E_h[(∇A_b ⊙ A_b)⁺]"},
          detail::grad_rollout},
         {{"transformer-attribution", "rollout of I + E_h[(∇A ⊙ R_A)⁺], R_A from LRP with Chefer's rules",
-          "Chefer, Gur & Wolf, CVPR 2021", opts({start_layer(), block(), use_grad()}), lrp_outs, true, true, true, false,
+          "Chefer, Gur & Wolf, CVPR 2021", opts({start_layer(), block(), weight(), linear_rule(), add_rule()}), lrp_outs, true, true, true, false,
           false, "Â_b = I + E_h[(∇A_b ⊙ R_A_b)⁺]", true},
          detail::transformer_attribution},
         {{"partial-lrp", "the last block's E_h[(R_A)⁺] (LRP relevance of the attention)",
-          "Voita et al., ACL 2019 (as a baseline in Chefer et al. 2021)", opts({}), lrp_outs, true, true, true, false,
+          "Voita et al., ACL 2019 (as a baseline in Chefer et al. 2021)", opts({linear_rule(), add_rule()}), lrp_outs, true, true, true, false,
           false},
          detail::partial_lrp},
         {{"lrp", "full LRP to the pixels (Chefer's rules, z^B at the patch embedding)",
-          "Bach et al. 2015; Montavon et al. 2017 (as a baseline in Chefer et al. 2021)", opts({}), lrp_outs, true, true,
+          "Bach et al. 2015; Montavon et al. 2017 (as a baseline in Chefer et al. 2021)",
+          opts({linear_rule(), add_rule()}), lrp_outs, true, true,
           true, true, false},
          detail::lrp},
         {{"attnlrp", "AttnLRP: ε rules, softmax and bilinear-product rules, to the pixels", "Achtibat et al., ICML 2024",
@@ -322,6 +350,7 @@ void ExplainState::clear_derived() {
   grads_target = -1;
   has_trace_d = false;
   chefer.target = -1;
+  chefer_variant.target = -1;
   attnlrp.target = -1;
 }
 

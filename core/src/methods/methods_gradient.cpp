@@ -228,6 +228,10 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
   base.want_intermediates = false;
   base.threads = 1;
   base.progress = nullptr;
+  base.given.clear();  // smoothgrad's own keys (inner, samples...) are not the inner method's
+  // The wrapped method: a name, or a spec with its own options ("rollout:head-fusion=max"), which
+  // are set on top of the ones smoothgrad passes on (steps, quadrature, baseline).
+  const std::string inner_method = apply_method_spec(opt.inner, base, &c).name;
   MatD pixels = MatD::Zero(c.image_h, c.image_w), tokens = MatD::Zero(c.grid_h(), c.grid_w());
   Completeness sum;
   bool completeness = false;
@@ -244,13 +248,12 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
           noisy.data[i] = float(double(x.data[i]) + sigma * std::sqrt(-2.0 * std::log(u1)) * std::cos(two_pi * u2));
         }
         MethodOptions inner = base;
-        inner.given.clear();        // smoothgrad's own keys (inner, samples...) are not the inner method's
         inner.target = out.target;  // the outer target, not each noisy copy's arg-max
         if (workers == 1 && opt.progress) {
           // the inner method's own progress, mapped into this sample's share of the outer bar
           inner.progress = [&opt, s, samples](double f) { return opt.progress((s + std::min(f, 1.0)) / samples); };
         }
-        part[size_t(t)] = explain(m, noisy, opt.inner, inner);
+        part[size_t(t)] = explain(m, noisy, inner_method, inner);
       },
       [&](int, int t) {
         const Explanation& e = part[size_t(t)];

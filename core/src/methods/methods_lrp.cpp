@@ -16,16 +16,24 @@ const TraceD& trace_d(const Model& m, ExplainState& st) {
   return st.trace_d;
 }
 
-// E_h[(R_A)⁺] or, with gradients, E_h[(∇A ⊙ R_A)⁺] of one block.
-MatD relevance_bar(const std::vector<MatD>& r_attn, const std::vector<Mat>* grad) {
+// Ā = E_h[(W_h ⊙ R_{A,h})⁺] of one block, W_h = weight[h] (∇A or A), or E_h[(R_{A,h})⁺] without.
+MatD relevance_bar(const std::vector<MatD>& r_attn, const std::vector<Mat>* weight) {
   MatD bar = MatD::Zero(r_attn[0].rows(), r_attn[0].cols());  // (n, n)
   for (size_t h = 0; h < r_attn.size(); ++h) {
-    if (grad)
-      bar += (*grad)[h].cast<double>().cwiseProduct(r_attn[h]).cwiseMax(0.0);
+    if (weight)
+      bar += (*weight)[h].cast<double>().cwiseProduct(r_attn[h]).cwiseMax(0.0);
     else
       bar += r_attn[h].cwiseMax(0.0);
   }
   return bar / double(r_attn.size());
+}
+
+// The relevance pass of Chefer's rules with the linear and add rules `opt` asks for: st.chefer for
+// the paper's rules (shared by every method that uses them), st.chefer_variant otherwise.
+RelevancePass& chefer_pass(ExplainState& st, const MethodOptions& opt, LrpRules& rules) {
+  rules = chefer_rules(opt.linear_rule == CheferLinear::separate ? LinearRule::alpha1beta0_separate : LinearRule::alpha1beta0,
+                       opt.add_rule == CheferAdd::plain ? AddRule::plain : AddRule::normalised);
+  return same_rules(rules, kCheferRules) ? st.chefer : st.chefer_variant;
 }
 
 void add_relevance_intermediates(Explanation& out, const RelevancePass& pass) {
@@ -50,24 +58,34 @@ Mat token_relevance(const RelevancePass& pass, const Config& c) {
 
 }  // namespace
 
-// Chefer, Gur & Wolf 2021: Ā_b = E_h[(∇A_b ⊙ R_{A_b})⁺] (or E_h[(R_{A_b})⁺] without gradients),
-// C = (I + Ā_L)·…·(I + Ā_s), no row normalisation; map = C[0, 1:] (qᵀC on the patch columns).
-// Single-block ablation: (I + Ā_b)[0, 1:] = Ā_b[0, 1:].
+// Chefer, Gur & Wolf 2021: Ā_b = E_h[(∇A_b ⊙ R_{A_b})⁺], C = (I + Ā_L)·…·(I + Ā_s), no row
+// normalisation; map = C[0, 1:] (qᵀC on the patch columns). The ablations: Ā_b = E_h[(R_{A_b})⁺]
+// ("without gradients", as the paper's code runs it: weight none), Ā_b = E_h[(A_b ⊙ R_{A_b})⁺] (as
+// its text states it, ∇A replaced by A: weight attn), and one block only: (I + Ā_b)[0, 1:] =
+// Ā_b[0, 1:].
 void transformer_attribution(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   const Config& c = m.config;
   const int lowest = opt.block >= 0 ? opt.block : opt.start_layer;
-  const Grads* g = opt.use_grad ? &target_grads(m, st, out.target) : nullptr;
-  lrp_propagate(st.chefer, m, trace_d(m, st), kCheferRules, out.target, lowest, false);
+  const Grads* g = opt.weight == AttnWeight::grad ? &target_grads(m, st, out.target) : nullptr;
+  // The per-block, per-head weights W_h of Ā_b (nullptr: none).
+  auto weights = [&](int b) -> const std::vector<Mat>* {
+    if (opt.weight == AttnWeight::grad) return &g->blocks[size_t(b)].attn;
+    if (opt.weight == AttnWeight::attn) return &st.trace.blocks[size_t(b)].attn;
+    return nullptr;
+  };
+  LrpRules rules;
+  RelevancePass& pass = chefer_pass(st, opt, rules);
+  lrp_propagate(pass, m, trace_d(m, st), rules, out.target, lowest, false);
   Eigen::RowVectorXd row = query_row(c);  // (n) qᵀ·C
   if (opt.block >= 0) {
-    MatD bar = relevance_bar(st.chefer.r_attn[size_t(opt.block)], g ? &g->blocks[size_t(opt.block)].attn : nullptr);
+    MatD bar = relevance_bar(pass.r_attn[size_t(opt.block)], weights(opt.block));
     bar.diagonal().array() += 1.0;  // qᵀ(I + Ā_b): for the CLS query, Ā_b[0, 1:]
     row = row * bar;
     if (opt.want_intermediates) out.blocks[size_t(opt.block)].step = out.blocks[size_t(opt.block)].accumulated = bar.cast<float>();
   } else {
     std::vector<MatD> steps(size_t(c.depth));  // (L) × (n, n) I + Ā_b
     for (int b = lowest; b < c.depth; ++b) {
-      steps[size_t(b)] = relevance_bar(st.chefer.r_attn[size_t(b)], g ? &g->blocks[size_t(b)].attn : nullptr);
+      steps[size_t(b)] = relevance_bar(pass.r_attn[size_t(b)], weights(b));
       steps[size_t(b)].diagonal().array() += 1.0;
     }
     for (int b = c.depth - 1; b >= lowest; --b) row = row * steps[size_t(b)];
@@ -81,19 +99,22 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
     }
   }
   out.token_map = grid_from_row(row, c);
-  out.conservation = st.chefer.report;
+  out.conservation = pass.report;
   add_attention_intermediates(out, st.trace, g);
-  add_relevance_intermediates(out, st.chefer);
+  add_relevance_intermediates(out, pass);
 }
 
-// Voita et al. 2019, as Chefer et al. 2021's baseline: E_h[(R_{A_L})⁺][0, 1:].
+// Voita et al. 2019, as Chefer et al. 2021's baseline: E_h[(R_{A_L})⁺][0, 1:] (the paper's row used
+// the older linear and add rules: linear-rule separate, add-rule plain).
 void partial_lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   const Config& c = m.config;
-  lrp_propagate(st.chefer, m, trace_d(m, st), kCheferRules, out.target, c.depth - 1, false);
-  out.token_map = grid_from_row(query_row(c) * relevance_bar(st.chefer.r_attn.back(), nullptr), c);
-  out.conservation = st.chefer.report;
+  LrpRules rules;
+  RelevancePass& pass = chefer_pass(st, opt, rules);
+  lrp_propagate(pass, m, trace_d(m, st), rules, out.target, c.depth - 1, false);
+  out.token_map = grid_from_row(query_row(c) * relevance_bar(pass.r_attn.back(), nullptr), c);
+  out.conservation = pass.report;
   add_attention_intermediates(out, st.trace, nullptr);
-  add_relevance_intermediates(out, st.chefer);
+  add_relevance_intermediates(out, pass);
 }
 
 namespace {
@@ -111,10 +132,13 @@ void lrp_to_pixels(Explanation& out, const Model& m, ExplainState& st, Relevance
 
 }  // namespace
 
-// Full LRP with Chefer's rules through every layer, the position-embedding add (CLS share
-// dropped) and z^B at the patch embedding.
+// Full LRP with Chefer's rules (or the older linear and add rules of the paper's baseline)
+// through every layer, the position-embedding add (CLS share dropped) and z^B at the patch
+// embedding.
 void lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
-  lrp_to_pixels(out, m, st, st.chefer, kCheferRules);
+  LrpRules rules;
+  RelevancePass& pass = chefer_pass(st, opt, rules);
+  lrp_to_pixels(out, m, st, pass, rules);
 }
 
 // AttnLRP (Achtibat et al. 2024), seeded with the target logit: the pixel map is

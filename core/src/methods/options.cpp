@@ -90,7 +90,7 @@ void check_stored(const OptionSpec& s, const MethodOptions& opt, const Config* m
     case OptionKind::choice: break;
     case OptionKind::method: {
       const std::string name = s.get_text(opt);
-      if (!find_method(name)) fail(std::string(s.key) + " must name a method (" + method_names() + "); got '" + name + "'");
+      if (!find_method(method_spec_name(name))) fail(std::string(s.key) + " must name a method (" + method_names() + "); got '" + name + "'");
       break;
     }
     case OptionKind::image: {
@@ -102,6 +102,13 @@ void check_stored(const OptionSpec& s, const MethodOptions& opt, const Config* m
       break;
     }
   }
+}
+
+// The alias of `s` called `word` (or its camelCase), or nullptr.
+const OptionSpec::Alias* alias_of(const OptionSpec& s, const std::string& word) {
+  for (const OptionSpec::Alias& a : s.aliases)
+    if (word == a.word || word == camel_case(a.word)) return &a;
+  return nullptr;
 }
 
 }  // namespace
@@ -168,7 +175,7 @@ std::string camel_case(const std::string& kebab) {
 }
 
 std::string OptionSpec::js_key() const { return camel_case(key); }
-std::string OptionSpec::flag() const { return std::string("--") + (negation ? negation : key); }
+std::string OptionSpec::flag() const { return std::string("--") + key; }
 std::string OutputSpec::js_key() const { return camel_case(key); }
 
 const char* head_fusion_name(int i) {
@@ -193,7 +200,7 @@ double resolve(const OptionBound& b, const Config* model) {
 
 const OptionSpec* find_option(const MethodInfo& method, const std::string& key) {
   for (const OptionSpec& s : method.options)
-    if (key == s.key || key == s.js_key() || (s.negation && key == s.negation)) return &s;
+    if (key == s.key || key == s.js_key() || alias_of(s, key)) return &s;
   return nullptr;
 }
 
@@ -253,12 +260,16 @@ void set_option(MethodOptions& opt, const OptionSpec& s, const OptionValue& v, c
       parsed = OptionValue::of_number(index);
       break;
     }
-    case OptionKind::method:
-      // Which methods it may name depends on the method it is given to: explain() checks that.
-      if (v.type != T::text || !find_method(v.text))
+    case OptionKind::method: {
+      // A method name or a whole spec ("rollout:head-fusion=max"), checked by parsing it. Which
+      // methods it may name depends on the method it is given to: explain() checks that.
+      if (v.type != T::text || !find_method(method_spec_name(v.text)))
         fail(key + " must name a method (" + method_names() + "); got " + given(v));
+      MethodOptions inner;
+      parse_method_spec(v.text, inner, model);
       parsed = v;
       break;
+    }
     case OptionKind::image:
       if (v.type != T::image || !v.image) fail(key + " must be an image, got " + given(v));
       parsed = v;
@@ -278,13 +289,16 @@ void set_option(MethodOptions& opt, const std::string& key, const OptionValue& v
     for (const OptionSpec* o : all_options()) keys.push_back(o->key);
     fail("unknown option '" + key + "' (the options: " + join(keys, ", ") + ")");
   }
-  OptionValue v = value;
-  if (s->negation && key == s->negation) {
-    if (v.type == OptionValue::Type::boolean) v.boolean = !v.boolean;
-    else if (v.type == OptionValue::Type::text && (v.text == "true" || v.text == "false"))
-      v.text = v.text == "true" ? "false" : "true";
+  if (const OptionSpec::Alias* a = alias_of(*s, key)) {
+    // A bare word: true (or "true") sets its value; there is nothing for false to mean.
+    const bool yes = (value.type == OptionValue::Type::boolean && value.boolean) ||
+                     (value.type == OptionValue::Type::text && value.text == "true");
+    if (!yes)
+      fail(std::string(a->word) + " stands for " + s->key + "=" + a->value + " and takes no other value; got " + given(value) +
+           " (give " + s->key + " instead)");
+    return set_option(opt, *s, OptionValue::of_text(a->value), model);
   }
-  set_option(opt, *s, v, model);
+  set_option(opt, *s, value, model);
 }
 
 void set_option_text(MethodOptions& opt, const std::string& assignment, const Config* model) {
@@ -292,7 +306,7 @@ void set_option_text(MethodOptions& opt, const std::string& assignment, const Co
   const std::string key = assignment.substr(0, eq);
   if (eq != std::string::npos) return set_option(opt, key, OptionValue::of_text(assignment.substr(eq + 1)), model);
   const OptionSpec* s = find_any_option(key);
-  if (s && s->kind != OptionKind::flag) fail(std::string(s->key) + " needs a value: " + s->key + "=VALUE");
+  if (s && s->kind != OptionKind::flag && !alias_of(*s, key)) fail(std::string(s->key) + " needs a value: " + s->key + "=VALUE");
   set_option(opt, key, OptionValue::of_bool(true), model);
 }
 
@@ -331,7 +345,7 @@ void check_method_options(const MethodInfo& method, const Config& model, const M
   for (const std::string& key : opt.given) method_option(method, key);
   for (const OptionSpec& s : method.options) {
     check_stored(s, opt, &model);
-    if (s.kind == OptionKind::method && s.get_text(opt) == method.name)
+    if (s.kind == OptionKind::method && method_spec_name(s.get_text(opt)) == method.name)
       fail(std::string(s.key) + " must name a method other than " + method.name + "; got '" + method.name + "'");
   }
 }
@@ -343,21 +357,62 @@ MethodOptions resolve_defaults(const MethodInfo& method, const MethodOptions& op
   return out;
 }
 
-const MethodInfo& parse_method_spec(const std::string& spec, MethodOptions& opt, const Config* model) {
-  const size_t colon = spec.find(':');
-  const std::string name = spec.substr(0, colon);
-  const MethodInfo* m = find_method(name);
-  if (!m) fail("unknown method '" + name + "'; the methods are: " + method_names());
-  opt = default_options(m);
-  size_t at = colon;
-  while (at != std::string::npos) {
-    const size_t next = spec.find(':', at + 1);
-    const std::string part = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
-    method_option(*m, part.substr(0, part.find('=')));
-    set_option_text(opt, part, model);
-    at = next;
+namespace {
+
+// A spec's parts at its top-level colons: the method name, then one "key=value" or bare word each;
+// a parenthesised value keeps its own colons and loses its parentheses.
+std::vector<std::string> spec_parts(const std::string& spec) {
+  std::vector<std::string> parts(1);
+  int depth = 0;
+  for (char ch : spec) {
+    if (ch == ':' && depth == 0) {
+      parts.emplace_back();
+      continue;
+    }
+    if (ch == '(') ++depth;
+    if (ch == ')' && --depth < 0) break;
+    parts.back() += ch;
+  }
+  if (depth != 0) fail("unbalanced parentheses in the method spec '" + spec + "'");
+  for (size_t i = 1; i < parts.size(); ++i) {
+    std::string& p = parts[i];
+    const size_t eq = p.find('=');
+    if (p.empty()) fail("empty option in the method spec '" + spec + "' (NAME:key=value:key=value)");
+    if (eq != std::string::npos && eq + 1 < p.size() && p[eq + 1] == '(' && p.back() == ')')
+      p = p.substr(0, eq + 1) + p.substr(eq + 2, p.size() - eq - 3);
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::string method_spec_name(const std::string& spec) { return spec.substr(0, spec.find(':')); }
+
+const MethodInfo& apply_method_spec(const std::string& spec, MethodOptions& opt, const Config* model) {
+  const std::vector<std::string> parts = spec_parts(spec);
+  const MethodInfo* m = find_method(parts[0]);
+  if (!m) fail("unknown method '" + parts[0] + "'; the methods are: " + method_names());
+  const std::vector<std::string> apart = opt.given;  // what the front end set before the spec
+  std::vector<std::string> in_spec;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const OptionSpec& s = method_option(*m, parts[i].substr(0, parts[i].find('=')));
+    const std::string key = s.key;
+    if (std::find(apart.begin(), apart.end(), key) != apart.end())
+      fail(key + " is given twice: in the method spec '" + spec + "' and apart from it (" + s.flag() + ", " +
+           s.js_key() + "); give it once");
+    if (std::find(in_spec.begin(), in_spec.end(), key) != in_spec.end())
+      fail(key + " is given twice in the method spec '" + spec + "'; give it once");
+    in_spec.push_back(key);
+    set_option_text(opt, parts[i], model);
   }
   return *m;
+}
+
+const MethodInfo& parse_method_spec(const std::string& spec, MethodOptions& opt, const Config* model) {
+  const MethodInfo* m = find_method(method_spec_name(spec));
+  if (!m) fail("unknown method '" + method_spec_name(spec) + "'; the methods are: " + method_names());
+  opt = default_options(m);
+  return apply_method_spec(spec, opt, model);
 }
 
 }  // namespace vitlens

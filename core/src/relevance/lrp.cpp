@@ -22,6 +22,18 @@ const LrpRules kAttnLrpRules = {"attnlrp",        SeedRule::logit,      LinearRu
                                 AddRule::epsilon, ProductRule::epsilon_half, SoftmaxRule::attnlrp,
                                 LayerNormRule::epsilon_centring, PatchRule::epsilon};
 
+LrpRules chefer_rules(LinearRule linear, AddRule add) {
+  LrpRules r = kCheferRules;
+  r.linear = linear;
+  r.add = add;
+  return r;
+}
+
+bool same_rules(const LrpRules& a, const LrpRules& b) {
+  return a.seed == b.seed && a.linear == b.linear && a.add == b.add && a.product == b.product &&
+         a.softmax == b.softmax && a.layernorm == b.layernorm && a.patch == b.patch;
+}
+
 void lrp_forward(TraceD& t, const Model& m, const Image& x) {
   const Config& c = m.config;
   const Params& p = m.params;
@@ -201,8 +213,9 @@ void lrp_propagate(RelevancePass& pass, const Model& m, const TraceD& t, const L
   assert(target >= 0 && target < c.classes);
   assert(down_to_block >= 0 && down_to_block < c.depth);
   assert(!to_pixels || down_to_block == 0);
-  if (pass.target != target) {
+  if (pass.target != target || !same_rules(pass.rules, rules)) {
     pass.target = target;
+    pass.rules = rules;
     pass.next_block = c.depth - 1;
     pass.at_pixels = false;
     pass.r_attn.assign(size_t(c.depth), {});

@@ -55,7 +55,7 @@
 // Method specs: a registry method with options, "NAME" or "NAME:key=value[:key=value…]"
 // (parse_method_spec, options.h). Each spec is its own row and the key of its records, in its
 // canonical form (eval_canonical_spec): the keys sorted, values in one spelling, options at their
-// default dropped, flags as their key or negation word ("rollout:discard-ratio=0.9:head-fusion=max",
+// default dropped, flags as their key, a choice with an alias word as that word ("rollout:discard-ratio=0.9:head-fusion=max",
 // "transformer-attribution:no-grad"); the canonical form is also what the reports show.
 // Baselines, pseudo-methods of this benchmark only (not in the method registry, no options):
 // `random`, a seeded uniform value per pixel drawn from (random seed, sample, class), and
@@ -126,8 +126,9 @@ struct EvalMethod {
 EvalMethod eval_parse_method(const std::string& spec, const Config* model);
 // The canonical form of a spec: NAME, then ":key=value" for each option not at the method's
 // default, keys in byte order; integers in decimal, numbers in the shortest "%g" form that reads
-// back the same double, choices and methods by name, flags as their key when true (or
-// "key=false") and as their negation word when false where they have one.
+// back the same double, choices and methods by name (a method spec in parentheses), a choice
+// value that has an alias word as that word ("no-grad" for weight=none), flags as their key when
+// true (or "key=false").
 std::string eval_canonical_spec(const std::string& spec, const Config* model);
 
 // "all" → every registry method (without the slow ones unless include_slow) then random and

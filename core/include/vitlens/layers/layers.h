@@ -145,6 +145,8 @@ inline int relevance_rows(const MatD& r) {
 
 enum class LinearRule {
   alpha1beta0,  // LRP-αβ, α=1 β=0, one shared denominator, bias ignored (Bach 2015; Chefer 2021)
+  alpha1beta0_separate,  // the same with one denominator per sign, not conserving (the older rule
+                         // of Chefer 2021's LRP and partial-LRP baselines)
   epsilon,      // LRP-ε with the bias in the denominator (Bach 2015; AttnLRP)
 };
 // y = x·Wᵀ + b in double (W cast into s.wd).  x (n, in), W (out, in) → y (n, out)
@@ -194,6 +196,7 @@ AttentionRelevanceSums attention_relevance(MatD& r_qkv, std::vector<MatD>& r_att
 
 enum class AddRule {
   normalised,  // Chefer 2021: split by a:b, then both sums rescaled so that ΣR is kept
+  plain,       // the z rule, split by a:b only (the older rule of Chefer 2021's LRP baselines)
   epsilon,     // AttnLRP: the ε rule applied to a sum
 };
 // out = a + b: R_a, R_b (each the shape of a) from R.

@@ -32,6 +32,20 @@ enum class HeadFusion { mean, max, min };
 // (left, right, middle), or the n-point Gauss–Legendre rule on [0, 1].
 enum class Quadrature { left, right, middle, gauss_legendre };
 
+// transformer-attribution: what multiplies each head's R_{A_b} before (·)⁺ and the head mean
+// (Chefer, Gur & Wolf 2021): the gradient ∇A_b (the method), nothing (the "without gradients"
+// ablation of the paper's code), or the attention A_b itself (the ablation of the paper's text,
+// "replace ∇A by A").
+enum class AttnWeight { grad, none, attn };
+
+// Chefer's rule set at the linear layers: LRP-α1β0 with one denominator for both signs (the
+// paper's rules), or one per sign (the older rules of the paper's LRP and partial-LRP baselines,
+// which do not conserve relevance). See lrp.h.
+enum class CheferLinear { shared, separate };
+// ... and at the adds: split a:b and renormalise (the paper's rules), or the plain z rule without
+// the renormalisation (the older rules).
+enum class CheferAdd { normalised, plain };
+
 // norm-based: how far through a block the additive decomposition is carried (Kobayashi et al.):
 // attention only, + residual, + LayerNorm 2, + feed-forward, the whole block (+ 2nd residual).
 enum class NormStage { atb, atb_res, atb_res_ln, atb_res_ln_ff, layer };
@@ -49,7 +63,9 @@ struct MethodOptions {
   HeadFusion head_fusion = HeadFusion::mean;  // rollout
   double discard_ratio = 0.0;  // rollout: fraction of the fused matrix zeroed, in [0, 1]
   int block = -1;             // transformer-attribution: one block only (−1 = the rollout over all)
-  bool use_grad = true;       // transformer-attribution: false = the paper's "without gradients"
+  AttnWeight weight = AttnWeight::grad;  // transformer-attribution: Ā_b = E_h[(weight ⊙ R_{A_b})⁺]
+  CheferLinear linear_rule = CheferLinear::shared;  // transformer-attribution, partial-lrp, lrp
+  CheferAdd add_rule = CheferAdd::normalised;       // transformer-attribution, partial-lrp, lrp
   bool want_intermediates = false;  // fill Explanation::blocks
   int steps = 0;              // attattr: m; integrated-gradients: n; 0 = the method's default (its option table)
   Quadrature quadrature = Quadrature::gauss_legendre;  // integrated-gradients
@@ -143,6 +159,7 @@ struct ExplainState {
   bool has_trace_d = false;
   TraceD trace_d;
   RelevancePass chefer, attnlrp;
+  RelevancePass chefer_variant;  // Chefer's rules with another linear or add rule (the last asked for)
 
   // Runs the forward pass of x and forgets everything derived from a previous input.
   void set_input(const Model& m, const Image& x);

@@ -78,7 +78,13 @@ struct OptionSpec {
   OptionBound def;                   // the default (flag 0/1, choice: index; method: see def_text)
   std::string def_text;              // method: the default method name
   bool zero_is_default = false;      // integer: 0 stands for `def` (C++ callers leave the field 0)
-  const char* negation = nullptr;    // flag defaulting to true: the word that sets it false ("no-grad")
+  // Bare words that stand for one value of the option: "no-grad" for weight=none. A word is given
+  // alone (a method spec's "NAME:no-grad", the CLI's --no-grad, JS {noGrad: true}).
+  struct Alias {
+    const char* word;
+    const char* value;  // the option's value as text
+  };
+  std::vector<Alias> aliases;
 
   const char* min_means = nullptr;   // integer: what the minimum stands for ("the predicted class")
   std::string help;                  // one line, for this method
@@ -91,7 +97,7 @@ struct OptionSpec {
   void (*set)(MethodOptions&, const OptionValue& parsed) = nullptr;
 
   std::string js_key() const;  // "startLayer"
-  std::string flag() const;    // "--start-layer" (the negation's flag "--no-grad" for such a flag)
+  std::string flag() const;    // "--start-layer"
 };
 
 // The named outputs of an Explanation (Explanation's fields; the JS keys are the camelCase keys).
@@ -117,8 +123,8 @@ constexpr int head_fusion_count = 3;
 const char* quadrature_name(int i);   // "left", "right", "middle", "gauss-legendre"
 constexpr int quadrature_count = 4;
 
-// The option of `method` called `key` — its canonical key, its JS key or its negation word; nullptr
-// if the method does not read it.
+// The option of `method` called `key` — its canonical key, its JS key or one of its alias words (or
+// their camelCase); nullptr if the method does not read it.
 const OptionSpec* find_option(const MethodInfo& method, const std::string& key);
 // The same among every method's options (the first method that has it: a key has one kind and
 // range everywhere, only its default and help may differ per method).
@@ -139,11 +145,11 @@ double resolve(const OptionBound& b, const Config* model);
 // caps; explain() checks them). Throws Error(bad_argument) — bad_shape for an image of the wrong
 // shape — with one message per (option, value), whichever front end passed it.
 void set_option(MethodOptions& opt, const OptionSpec& spec, const OptionValue& value, const Config* model);
-// The same by key (canonical, JS key, or a flag's negation word, which inverts a boolean or
-// "true"/"false"); Error(bad_argument) "unknown option" when no method has it.
+// The same by key (canonical, JS key, or an alias word, which takes true or "true" and sets its
+// value); Error(bad_argument) "unknown option" when no method has it.
 void set_option(MethodOptions& opt, const std::string& key, const OptionValue& value, const Config* model);
-// "key=value", or a bare "key" for a flag (sets it; its negation word clears it): the form of the
-// CLI's --key=value and of a method spec's NAME:key=value.
+// "key=value", or a bare "key" for a flag (sets it) or an alias word (sets its value): the form of
+// the CLI's --key=value and of a method spec's NAME:key=value.
 void set_option_text(MethodOptions& opt, const std::string& assignment, const Config* model);
 
 // The options a front end starts from: MethodOptions' initialisers with the defaults of the
@@ -162,9 +168,20 @@ void check_method_options(const MethodInfo& method, const Config& model, const M
 MethodOptions resolve_defaults(const MethodInfo& method, const MethodOptions& opt);
 
 // The method specs of issue 16's shape: "NAME" or "NAME:key=value[:key=value…]" ("rollout:
-// head-fusion=max:discard-ratio=0.9", "transformer-attribution:no-grad"). Returns the method and
-// sets `opt` (from default_options) through set_option_text; the keys are checked against the
-// method at once.
+// head-fusion=max:discard-ratio=0.9", "transformer-attribution:no-grad"). A value that is itself a
+// spec (a method option: smoothgrad's inner method) goes in parentheses:
+// "smoothgrad:inner=(rollout:head-fusion=max):samples=8". Returns the method and sets `opt` (from
+// default_options) through set_option_text; the keys are checked against the method at once, and
+// a key given twice in one spec is refused.
 const MethodInfo& parse_method_spec(const std::string& spec, MethodOptions& opt, const Config* model);
+
+// A spec combined with options given apart — the CLI's flags, a JS options object — that `opt`
+// already holds (set through set_option, hence listed in opt.given): the spec's assignments are
+// set on top. The two ways do not take precedence over each other: a key given both ways is
+// refused (Error bad_argument "KEY is given twice ..."), whatever the values.
+const MethodInfo& apply_method_spec(const std::string& spec, MethodOptions& opt, const Config* model);
+
+// The method name of a spec, without checking it: "rollout" for "rollout:head-fusion=max".
+std::string method_spec_name(const std::string& spec);
 
 }  // namespace vitlens

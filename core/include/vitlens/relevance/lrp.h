@@ -47,6 +47,12 @@ extern const LrpRules kCheferRules;
 // AttnLRP (Achtibat et al., ICML 2024): ε linears (bias in the denominator), ε adds, ε products
 // on 2Z, the softmax Taylor rule, ε through the LayerNorm centring, the logit as seed.
 extern const LrpRules kAttnLrpRules;
+// Chefer's rules with the given linear and add rules: kCheferRules for (alpha1beta0, normalised);
+// (alpha1beta0_separate, plain) are the older rules of the paper's "LRP" and "partial LRP"
+// baselines (its code's first rule set), which do not conserve relevance.
+LrpRules chefer_rules(LinearRule linear, AddRule add);
+// The same rule for every layer kind (names aside).
+bool same_rules(const LrpRules& a, const LrpRules& b);
 
 // The forward pass in double precision: what the relevance rules read (the blocks recorded with
 // BlockRecord::relevance, block.h).
@@ -97,6 +103,7 @@ struct ConservationReport {
 // a later call that needs more continues from where it stopped.
 struct RelevancePass {
   int target = -1;              // -1: not started
+  LrpRules rules{};             // the rule set of the pass so far
   int next_block = -1;          // the next block to propagate through (−1: all done)
   MatD r;                       // (n, d) relevance at the output of block next_block
   std::vector<std::vector<MatD>> r_attn;  // (L) × H × (n, n) R_A; empty for blocks not reached
@@ -107,7 +114,7 @@ struct RelevancePass {
   LrpScratch scratch;
 };
 
-// Extends `pass` (restarting it if its target differs) through every block ≥ down_to_block, then
+// Extends `pass` (restarting it if its target or rule set differs) through every block ≥ down_to_block, then
 // through the position-embedding add and the patch embedding if to_pixels (which needs
 // down_to_block = 0). After it, the report's tokens_sum and `r` hold E0's relevance once block 0
 // is done.
