@@ -2,7 +2,7 @@
 // held-out scenes or on labelled images (the protocol is core/include/vitlens/eval/eval.h, the
 // image sets image_set.h). Stores one JSON line per (sample, method spec) in DIR/scenes.jsonl as
 // it goes and skips those on a rerun; then writes DIR/results.md, results.csv and the
-// perturbation_*.svg plots. Progress on stderr. `--shard I/N` runs a share of the samples;
+// perturbation_*.svg and road_*.svg plots. Progress on stderr. `--shard I/N` runs a share of the samples;
 // `vitlens eval merge OUT DIR...` combines the shards' folders into the reports of the whole run.
 #include <unistd.h>
 

@@ -530,9 +530,9 @@ TEST_CASE("the new metrics of a record equal direct calls of the metric function
           road_curve(morf, pw, m, x, logits, map.data(), hw, true, ro);
           road_curve(lerf, pw, m, x, logits, map.data(), hw, false, ro);
           REQUIRE(r.road);
-          for (int st = 1; st < perturbation_steps; ++st) {
-            CHECK(r.road_top[0][size_t(st - 1)] == arg_max_class(morf.logits[size_t(st)]));
-            CHECK(r.road_top[1][size_t(st - 1)] == arg_max_class(lerf.logits[size_t(st)]));
+          for (int at = 1; at < perturbation_steps; ++at) {
+            CHECK(r.road_top[0][size_t(at - 1)] == arg_max_class(morf.logits[size_t(at)]));
+            CHECK(r.road_top[1][size_t(at - 1)] == arg_max_class(lerf.logits[size_t(at)]));
           }
           CHECK(r.scores.at("srg_road") ==
                 symmetric_relevance_gain(curve_probabilities(c, lerf, pred), curve_probabilities(c, morf, pred)));

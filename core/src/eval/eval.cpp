@@ -1,5 +1,6 @@
-// eval.cpp — the faithfulness benchmark: method specs, the scene data, the per-sample protocol,
-// the chunked two-core driver, the per-sample records (JSON lines) and their reduction. The
+// eval.cpp — the faithfulness benchmark: method specs, the scene data, the per-sample protocol
+// (with ROAD, SRG, relevance mass and rank accuracy, and the model randomisation check of issue
+// 16), the chunked two-core driver, the per-sample records (JSON lines) and their reduction. The
 // protocol is in eval.h; the image sets in image_set.cpp; the reports (markdown, CSV, SVG) in
 // eval_report.cpp.
 #include "vitlens/eval/eval.h"
