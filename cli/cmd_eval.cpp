@@ -2,7 +2,7 @@
 // held-out scenes or on labelled images (the protocol is core/include/vitlens/eval/eval.h, the
 // image sets image_set.h). Stores one JSON line per (sample, method spec) in DIR/scenes.jsonl as
 // it goes and skips those on a rerun; then writes DIR/results.md, results.csv and the
-// perturbation_*.svg plots. Progress on stderr. `--shard I/N` runs a share of the samples;
+// perturbation_*.svg and road_*.svg plots. Progress on stderr. `--shard I/N` runs a share of the samples;
 // `vitlens eval merge OUT DIR...` combines the shards' folders into the reports of the whole run.
 #include <unistd.h>
 
@@ -82,7 +82,9 @@ std::vector<EvalRecord> load_records(const std::string& path, bool repair) {
 
 // DIR/run.json: {"format", "identity": what must match to resume or merge (model and compare
 // digests, baseline seed, the data, the shard), "run": what the reports need (paths as given,
-// method specs, n, title, the command that regenerates the results)}.
+// method specs, n, the ROAD and randomisation sample limits, title, the command that regenerates
+// the results)}. A run.json of a run before ROAD and the randomisation check has no limits: its
+// records have no such figures, and a rerun with this version adds them (eval.h).
 constexpr const char* kRunFormat = "vitlens-eval-2";
 
 json read_run(const std::string& dir) {
@@ -102,7 +104,8 @@ json read_run(const std::string& dir) {
   const bool run_ok = run.is_object() && run.contains("methods") && run["methods"].is_array() &&
                       std::all_of(run["methods"].begin(), run["methods"].end(), [](const json& m) { return m.is_string(); }) &&
                       run.contains("n") && run["n"].is_number_integer() && run.value("kind", json()).is_string() &&
-                      run.value("title", json()).is_string() && run.value("command", json()).is_string();
+                      run.value("title", json()).is_string() && run.value("command", json()).is_string() &&
+                      run.value("road", json(0)).is_number_integer() && run.value("randomisation", json(0)).is_number_integer();
   if (!shard_ok || !run_ok) throw Error(ErrorCode::bad_format, path + " is damaged: rerun the benchmark into a new folder");
   return j;
 }
@@ -125,7 +128,9 @@ std::pair<int, int> parse_shard(const std::string& text) {
 std::string write_reports(const std::string& dir, const std::vector<EvalRecord>& records, const json& run,
                           const std::vector<int>& samples, const std::string& title_suffix, bool timings) {
   const std::vector<std::string> methods = run.at("methods").get<std::vector<std::string>>();
-  EvalSummary s = summarise_eval(records, methods, samples, run.at("kind").get<std::string>());
+  EvalSummary s = summarise_eval(records, methods, samples, run.at("kind").get<std::string>(),
+                                 run.value("road", EvalOptions::all_samples),
+                                 run.value("randomisation", EvalOptions::all_samples));
   if (!timings) eval_drop_timings(s);
   const std::string md = eval_markdown(s, run.at("title").get<std::string>() + title_suffix,
                                        run.at("command").get<std::string>());
@@ -133,6 +138,10 @@ std::string write_reports(const std::string& dir, const std::vector<EvalRecord>&
   write_file(dir + "/results.csv", eval_csv(s));
   for (int c = 0; c < 2; ++c)
     for (int d = 0; d < 2; ++d) write_file(dir + "/" + eval_svg_name(c, d), eval_svg(s, c, d));
+  for (int d = 0; d < 2; ++d) {
+    const std::string svg = eval_road_svg(s, d);
+    if (!svg.empty()) write_file(dir + "/" + eval_road_svg_name(d), svg);
+  }
   return md;
 }
 
@@ -199,9 +208,11 @@ int cmd_eval_merge(int argc, char** argv) {
     if (without_shard(id) != without_shard(runs[0]["identity"]))
       throw Error(ErrorCode::bad_argument, dirs[k] + " and " + dirs[0] + " are not shards of one benchmark: their "
                                                "run.json differ in " + differing_keys(without_shard(id), without_shard(runs[0]["identity"])));
-    if (runs[k]["run"]["methods"] != runs[0]["run"]["methods"] || runs[k]["run"]["n"] != runs[0]["run"]["n"])
-      throw Error(ErrorCode::bad_argument, dirs[k] + " and " + dirs[0] + " were run with other --methods or --n: "
-                                               "rerun the shards with the same ones");
+    if (runs[k]["run"]["methods"] != runs[0]["run"]["methods"] || runs[k]["run"]["n"] != runs[0]["run"]["n"] ||
+        runs[k]["run"].value("road", json()) != runs[0]["run"].value("road", json()) ||
+        runs[k]["run"].value("randomisation", json()) != runs[0]["run"].value("randomisation", json()))
+      throw Error(ErrorCode::bad_argument, dirs[k] + " and " + dirs[0] + " were run with other --methods, --n, --road or "
+                                               "--randomisation: rerun the shards with the same ones");
     const int i = id["shard"][0].get<int>(), n = id["shard"][1].get<int>();
     if (n != count)
       throw Error(ErrorCode::bad_argument, dirs[k] + " is shard " + std::to_string(i) + "/" + std::to_string(n) +
@@ -230,7 +241,7 @@ int cmd_eval_merge(int argc, char** argv) {
                                                  ") holds sample " + std::to_string(r.scene) + ", which belongs to shard " +
                                                  std::to_string(r.scene % count) + ": the shards overlap");
       if (r.scene >= n || std::find(methods.begin(), methods.end(), r.method) == methods.end()) continue;
-      mine.emplace(std::make_pair(r.scene, r.method), std::move(r));
+      mine[std::make_pair(r.scene, r.method)] = std::move(r);  // the last record of each (a resumed run's)
     }
     for (int s : eval_shard_samples(n, i, count))
       for (const std::string& m : methods)
@@ -263,7 +274,7 @@ int cmd_eval(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "merge") return cmd_eval_merge(argc - 1, argv + 1);
   Args args(argc, argv,
             {"methods", "n", "out", "seed", "random-seed", "threads", "compare", "chunk", "data", "images", "labels",
-             "masks", "shard"},
+             "masks", "shard", "road", "randomisation"},
             {"help", "slow", "no-compare", "no-timings"});
   if (args.has("help") || args.positional().size() != 1) {
     std::printf(
@@ -271,13 +282,20 @@ int cmd_eval(int argc, char** argv) {
         "                    [--compare MODEL2 | --no-compare] [--slow] [--random-seed 1] [--chunk 16]\n"
         "                    [--seed %llu] [--data %s]               (scenes, the default)\n"
         "                    [--images DIR [--labels labels.csv] [--masks MDIR]]   (labelled images)\n"
-        "                    [--shard I/N] [--no-timings]\n"
+        "                    [--road N] [--randomisation 20] [--shard I/N] [--no-timings]\n"
         "       vitlens eval merge OUT DIR... [--no-timings]\n\n"
         "Scores attribution methods as in Chefer et al. 2021: perturbation tests (positive / negative,\n"
         "maps of the predicted and of the true class, accuracy at 0-90 %% removed, AUC) and segmentation\n"
         "(pixel accuracy, mIoU, mAP) on single-item samples with a mask; class-specific share and pointing\n"
         "game on two-item scenes; Spearman between the maps of MODEL and MODEL2 (default: X-f32.vitl\n"
-        "beside X.vitl); latency per map.\n"
+        "beside X.vitl); latency per map. On single-item samples also ROAD (noisy linear imputation instead\n"
+        "of black; MoRF/LeRF AUC), the Symmetric Relevance Gain with black fill and with ROAD, and with a\n"
+        "mask Relevance Mass and Rank Accuracy, all of the predicted-class map.\n"
+        "--road N: ROAD on samples 0 … N-1 (default 200; 0 = off): a sparse solve per step, 50 ms per map at\n"
+        "64×64, ~7 s at 224×224.\n"
+        "--randomisation N: the model randomisation check (Adebayo et al. 2018) on samples 0 … N-1 (default\n"
+        "20; 0 = off): each method's map after re-initialising the model from the head down, per step;\n"
+        "one explanation per method, step and sample.\n"
         "Samples: N held-out scenes (t10k items, stream SEED; N default 1000), or with --images the\n"
         "labelled images DIR/<class>/*.png|jpg|jpeg|bmp (class by name or index), or those listed in\n"
         "labels.csv (file,class rows, file relative to DIR), in sorted order (N default: all); --masks:\n"
@@ -322,6 +340,10 @@ int cmd_eval(int argc, char** argv) {
   opt.threads = args.get_int("threads", 2);
   opt.chunk = args.get_int("chunk", 16);
   if (args.has("shard")) std::tie(opt.shard_index, opt.shard_count) = parse_shard(args.get("shard"));
+  opt.road = args.get_int("road", opt.road);
+  opt.randomisation = args.get_int("randomisation", opt.randomisation);
+  if (opt.road < 0 || opt.randomisation < 0)
+    throw Error(ErrorCode::bad_argument, "--road and --randomisation take a sample count ≥ 0 (0 = off)");
   opt.scenes.size = m.config.image_h;
   const std::string dir = args.get("out", "eval-out");
 
@@ -375,12 +397,16 @@ int cmd_eval(int argc, char** argv) {
   for (const std::string& spec : opt.methods) canonical_methods += (canonical_methods.empty() ? "" : ",") + spec;
   if (methods_text == "all") canonical_methods = "all";
   command += data_args + " --methods " + canonical_methods + (args.has("slow") ? " --slow" : "") + " --n " +
-             std::to_string(opt.n) + (args.has("random-seed") ? " --random-seed " + args.get("random-seed") : "");
+             std::to_string(opt.n) + (args.has("random-seed") ? " --random-seed " + args.get("random-seed") : "") +
+             (args.has("road") ? " --road " + std::to_string(opt.road) : "") +
+             (args.has("randomisation") ? " --randomisation " + std::to_string(opt.randomisation) : "");
   const json run = {{"model", model_path},
                     {"compare", compare_path.empty() ? json(nullptr) : json(compare_path)},
                     {"kind", data.kind},
                     {"methods", opt.methods},
                     {"n", opt.n},
+                    {"road", opt.road},
+                    {"randomisation", opt.randomisation},
                     {"title", model_path + (compare_path.empty() ? "" : ", ρ against " + compare_path) + " (" +
                                   data_title + ")"},
                     {"command", command}};

@@ -102,6 +102,10 @@ describe('the teaching, faithfulness and editing views', { skip }, () => {
       if (/not built yet/.test(text)) return t.skip(text);
       assert.fail(text);
     }
+    // The grid, the tree and the per-head canvases are drawn after further worker calls that
+    // follow the explanation: wait for them rather than count at once (that raced and flaked).
+    await page.waitForFunction(() => document.querySelector('.importance-grid td') && document.querySelector('#attr-tree') &&
+      document.querySelector('#teach-block canvas[data-kind=head-attattr]'), null, { timeout: 60_000 });
     assert.equal(await page.locator('.importance-grid td').count(), depth * heads);
     assert.equal(await page.locator('#teach-block canvas[data-kind=head-attattr]').count(), heads);
     const edges = Number(await page.getAttribute('#attr-tree', 'data-edges'));

@@ -4,8 +4,10 @@
 # class folders by name and index, labels.csv, masks, an undecodable image (skipped and listed),
 # three shards (one after another, or through GNU parallel as the README shows) merged into
 # reports equal byte for byte to the unsharded run's, and the errors of foreign, missing,
-# repeated, unfinished and overlapping shards, an unknown class folder and a missing mask. The
-# parallel mode stops after the merge.
+# repeated, unfinished and overlapping shards, an unknown class folder and a missing mask; the
+# metrics of issue 16 (ROAD, SRG, mass/rank accuracy, the randomisation check) in the reports and
+# the merge, and a folder of a run before them resumed into the same reports. The parallel mode
+# stops after the merge.
 # Exit 77 (CTest: skipped) without Fashion-MNIST, the shipped model or, for `parallel`, GNU parallel.
 set -euo pipefail
 V=$1
@@ -60,6 +62,11 @@ grep -qF "11 labelled images: 10 for the perturbation tests, 10 with a mask for 
   "$T/full/results.md" || fail "results.md does not count the skipped image: $(head -5 "$T/full/results.md")"
 grep -qF "Bag/broken.png" "$T/full/results.md" || fail "results.md does not name the skipped image"
 grep -qF "| rollout:discard-ratio=0.9:head-fusion=max |" "$T/full/results.md" || fail "no canonical spec row"
+for text in "| ROAD LeRF ↑ | ROAD MoRF ↓ |" "| SRG black ↑ | SRG ROAD ↑ | Mass acc. ↑ | Rank acc. ↑ |" \
+  "**Model randomisation** (Adebayo et al. 2018) on 10 samples" "[road_morf.svg](road_morf.svg)"; do
+  grep -qF "$text" "$T/full/results.md" || fail "results.md lacks '$text'"
+done
+[ -f "$T/full/road_lerf.svg" ] || fail "no road_lerf.svg"
 [ "$(wc -l < "$T/full/scenes.jsonl")" = 44 ] || fail "expected 11 × 4 records"
 
 # Three shards, then merged: the same reports byte for byte.
@@ -69,7 +76,7 @@ else
   for s in 0 1 2; do "$V" "${common[@]}" --shard $s/3 --out "$T/shard$s" > /dev/null 2>&1; done
 fi
 "$V" eval merge "$T/merged" "$T/shard0" "$T/shard1" "$T/shard2" --no-timings > /dev/null
-for f in results.md results.csv perturbation_{positive,negative}_{predicted,target}.svg; do
+for f in results.md results.csv perturbation_{positive,negative}_{predicted,target}.svg road_{morf,lerf}.svg; do
   cmp "$T/full/$f" "$T/merged/$f" || fail "merged $f differs from the unsharded run's"
 done
 if [ "$MODE" = parallel ]; then
@@ -80,6 +87,19 @@ fi
 "$V" "${common[@]}" --out "$T/merged" > "$T/resume.log" 2>&1
 grep -qF "44 results already there" "$T/resume.log" || fail "merged folder does not resume: $(cat "$T/resume.log")"
 [ "$(wc -l < "$T/merged/scenes.jsonl")" = 44 ] || fail "resuming the merged folder added records"
+
+# A folder of a run before ROAD and the randomisation check (records without them, run.json
+# without their limits) resumes: its 40 records are recomputed, the reports are a new run's.
+cp -r "$T/full" "$T/older"
+sed -i -E 's/,"road_top":\[\[[0-9,]*\],\[[0-9,]*\]\]//; s/,"randomisation":\{[^}]*\}//; s/,"scores":\{[^}]*\}//' \
+  "$T/older/scenes.jsonl"
+sed -i -E '/"(road|randomisation)":/d' "$T/older/run.json"
+! grep -qE 'road_top|randomisation|scores' "$T/older/scenes.jsonl" || fail "the older records still hold new metrics"
+"$V" eval merge "$T/older-merged" "$T/older" --no-timings > /dev/null || fail "an older folder does not merge"
+grep -qF "ROAD" "$T/older-merged/results.md" && fail "an older folder's report shows ROAD"
+"$V" "${common[@]}" --out "$T/older" > "$T/older.log" 2>&1 || fail "an older folder does not resume: $(cat "$T/older.log")"
+[ "$(wc -l < "$T/older/scenes.jsonl")" = 84 ] || fail "expected 44 old + 40 recomputed records"
+cmp "$T/full/results.csv" "$T/older/results.csv" || fail "the resumed older folder gives other figures"
 
 # labels.csv naming the same files and classes: the same figures.
 "$V" eval "$MODEL" --no-compare --images "$T/images" --labels "$T/labels.csv" --masks "$T/masks" \
@@ -92,7 +112,9 @@ expect_error "is given twice" eval merge "$T/m2" "$T/shard0" "$T/shard1" "$T/sha
 expect_error "already holds benchmark results" eval merge "$T/merged" "$T/shard0" "$T/shard1" "$T/shard2"
 "$V" eval "$MODEL" --no-compare --images "$T/images" --masks "$T/masks" --methods rollout --no-timings \
   --shard 2/3 --out "$T/other" > /dev/null 2>&1
-expect_error "other --methods or --n" eval merge "$T/m3" "$T/shard0" "$T/shard1" "$T/other"
+expect_error "other --methods, --n" eval merge "$T/m3" "$T/shard0" "$T/shard1" "$T/other"
+"$V" "${common[@]}" --randomisation 3 --shard 2/3 --out "$T/fewer" > /dev/null 2>&1
+expect_error "--randomisation: rerun the shards" eval merge "$T/m8" "$T/shard0" "$T/shard1" "$T/fewer"
 "$V" eval "$MODEL" --no-compare --images "$T/images" --methods rollout --no-timings --shard 2/3 --out "$T/nomask" \
   > /dev/null 2>&1
 expect_error "not shards of one benchmark" eval merge "$T/m4" "$T/shard0" "$T/shard1" "$T/nomask"
@@ -107,6 +129,7 @@ expect_error "not a folder written by vitlens eval" eval merge "$T/m7" "$T/shard
 # Run errors.
 expect_error "holds results of another" "${common[@]}" --shard 1/3 --out "$T/shard0"
 expect_error "--shard takes I/N" "${common[@]}" --shard 3/3 --out "$T/bad"
+expect_error "take a sample count" "${common[@]}" --randomisation -1 --out "$T/bad"
 mkdir "$T/images/Cow"
 expect_error "Cow names no class" "${common[@]}" --out "$T/bad"
 rmdir "$T/images/Cow"

@@ -143,6 +143,7 @@ std::string reports(const std::vector<EvalRecord>& records, const std::vector<st
   std::string all = eval_markdown(s, "t", "c") + eval_csv(s);
   for (int c = 0; c < 2; ++c)
     for (int d = 0; d < 2; ++d) all += eval_svg(s, c, d);
+  for (int d = 0; d < 2; ++d) all += eval_road_svg(s, d);
   return all;
 }
 
@@ -408,9 +409,13 @@ TEST_CASE("shards: their union is the unsharded run, report for report", "[eval]
   opt.methods = {"transformer-attribution", "rollout:head-fusion=min", "random", "oracle"};
   opt.n = data.size;
   opt.threads = 2;
+  opt.randomisation = 5;  // samples 0…4 of 8, so that the shards hold some randomised samples each
   const std::vector<EvalRecord> whole = run_all(m, data, opt);
   const std::string want = reports(whole, opt.methods, opt.n, data.kind);
   CHECK(want.find("labelled images") != std::string::npos);
+  // The metrics of issue 16 are part of what must be equal.
+  for (const char* text : {"| ROAD LeRF ↑ |", "| SRG ROAD ↑ |", "| Mass acc. ↑ |", "**Model randomisation**", "ROAD MoRF"})
+    CHECK(want.find(text) != std::string::npos);
   for (int count : {2, 3, 8}) {
     std::vector<EvalRecord> merged;
     for (int i = 0; i < count; ++i) {
@@ -429,9 +434,16 @@ TEST_CASE("shards: their union is the unsharded run, report for report", "[eval]
     partial.erase(std::remove_if(partial.begin(), partial.end(), [&](const EvalRecord& r) { return r.scene % count == 1; }),
                   partial.end());
     expect_error([&] { reports(partial, opt.methods, opt.n, data.kind); }, ErrorCode::bad_argument, "no result");
-    for (EvalRecord& r : merged)
+    std::vector<EvalRecord> changed = merged;
+    for (EvalRecord& r : changed)
       if (r.skipped.empty() && r.method == "random" && r.items == 1) {
         r.top[0][1][0] = (r.top[0][1][0] + 1) % 3;
+        break;
+      }
+    CHECK(reports(changed, opt.methods, opt.n, data.kind) != want);
+    for (EvalRecord& r : merged)  // a randomisation figure of the last step changes the reports too
+      if (r.method == "transformer-attribution" && !r.randomisation.empty()) {
+        r.randomisation.back().spearman += 0.5;
         break;
       }
     CHECK(reports(merged, opt.methods, opt.n, data.kind) != want);

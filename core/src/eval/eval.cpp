@@ -1,5 +1,6 @@
-// eval.cpp — the faithfulness benchmark: method specs, the scene data, the per-sample protocol,
-// the chunked two-core driver, the per-sample records (JSON lines) and their reduction. The
+// eval.cpp — the faithfulness benchmark: method specs, the scene data, the per-sample protocol
+// (with ROAD, SRG, relevance mass and rank accuracy, and the model randomisation check of issue
+// 16), the chunked two-core driver, the per-sample records (JSON lines) and their reduction. The
 // protocol is in eval.h; the image sets in image_set.cpp; the reports (markdown, CSV, SVG) in
 // eval_report.cpp.
 #include "vitlens/eval/eval.h"
@@ -19,8 +20,11 @@
 #include "vitlens/tensor/parallel.h"
 #include "vitlens/methods/methods.h"
 #include "vitlens/methods/options.h"
+#include "vitlens/metrics/faithfulness.h"
 #include "vitlens/metrics/perturbation.h"
+#include "vitlens/metrics/road.h"
 #include "vitlens/data/scenes.h"
+#include "vitlens/model/randomise.h"
 #include "vitlens/model/vit.h"
 
 namespace vitlens {
@@ -31,6 +35,7 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kRandomSalt = 0x5EED0FBA5E11E5ull;  // the `random` baseline's stream
+constexpr uint64_t kRoadSalt = 0x0000A0ADB1A5ull;     // ROAD's noise per sample
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -74,6 +79,7 @@ struct Worker {
   ExplainState cmp;  // the compare model on the clean input
   PerturbationWork pw;  // forward passes of perturbed inputs
   PerturbationCurve curve;
+  ExplainState rnd;     // the randomised model on the clean input
 };
 
 // The pixel map (H, W) of a registry method spec for `target` on the input `st` holds.
@@ -122,14 +128,46 @@ bool same_map(const Mat& a, const Mat& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() && std::equal(a.data(), a.data() + a.size(), b.data());
 }
 
+using Tops = std::array<std::array<int, perturbation_steps - 1>, 2>;
+using Probabilities = std::array<std::array<double, perturbation_steps>, 2>;
+
 // top[d][s]: the arg-max class after removing perturbation_count(n, s + 1) pixels in direction d
-// (the per-image test of perturbation.h, which the wasm API runs too).
-void perturbation_tops(std::array<std::array<int, perturbation_steps - 1>, 2>& top, const Model& m, Worker& w,
-                       const Image& clean, const Mat& map) {
+// (the per-image test of perturbation.h, which the wasm API runs too), filled with black, or with
+// ROAD's noisy linear imputation when `road` is given. `probs` (may be null): [d] the model's
+// probability of class `cls` at each step (curve_probabilities, for SRG).
+void perturbation_tops(Tops& top, Probabilities* probs, int cls, const Model& m, Worker& w, const Image& clean,
+                       const Mat& map, const RoadOptions* road = nullptr) {
   for (int d = 0; d < 2; ++d) {
-    perturbation_curve(w.curve, w.pw, m, clean, w.st.trace.logits, map.data(), int(map.size()), d == 0);
+    if (road)
+      road_curve(w.curve, w.pw, m, clean, w.st.trace.logits, map.data(), int(map.size()), d == 0, *road);
+    else
+      perturbation_curve(w.curve, w.pw, m, clean, w.st.trace.logits, map.data(), int(map.size()), d == 0);
     for (int s = 1; s < perturbation_steps; ++s) top[size_t(d)][size_t(s - 1)] = arg_max_class(w.curve.logits[size_t(s)]);
+    if (probs) (*probs)[size_t(d)] = curve_probabilities(m.config, w.curve, cls);
   }
+}
+
+// Symmetric Relevance Gain (Blücher et al. 2024) of the probability curves [0] MoRF, [1] LeRF.
+double srg(const Probabilities& p) { return symmetric_relevance_gain(p[1], p[0]); }
+
+bool has_score(const EvalRecord& r, const char* name) { return r.scores.count(name) != 0; }
+
+// Whether the randomisation check applies to (sample, method): samples below the limit, every
+// method but the oracle.
+bool wants_randomisation(const EvalOptions& opt, int sample, const std::string& method) {
+  return sample < opt.randomisation && method != eval_oracle;
+}
+
+// Whether a stored record holds every figure `opt` asks for (records of older runs lack the
+// metrics added since; they are recomputed).
+bool record_complete(const EvalRecord& r, const EvalOptions& opt) {
+  if (!r.skipped.empty()) return true;
+  if (r.items == 1) {
+    if (!has_score(r, "srg_black")) return false;
+    if (r.segmented && !has_score(r, "mass_accuracy")) return false;
+    if (r.scene < opt.road && (!r.road || !has_score(r, "srg_road"))) return false;
+  }
+  return !wants_randomisation(opt, r.scene, r.method) || !r.randomisation.empty();
 }
 
 // One sample as the workers see it, with its clean prediction.
@@ -140,9 +178,10 @@ struct SampleInput {
   double forward_ms = 0;
 };
 
-// The record of `method` on a sample whose forward passes w.st and w.cmp hold.
+// The record of `method` on a sample whose forward passes w.st and w.cmp hold; `pred_out`
+// receives the predicted-class map when one was made (for the randomisation check).
 EvalRecord method_record(Worker& w, const Model& m, const Model* compare, const EvalOptions& opt,
-                         const SampleInput& in, const EvalMethod& method) {
+                         const SampleInput& in, const EvalMethod& method, Mat& pred_out) {
   const Config& c = m.config;
   const int hw = c.image_h * c.image_w;
   const std::vector<EvalItem>& items_of = in.sample.items;
@@ -173,15 +212,26 @@ EvalRecord method_record(Worker& w, const Model& m, const Model* compare, const 
     if (baseline) pred_map = any_map(m, w.st, opt, method, in.index, item, pred, r.nonfinite);
     const Mat target_map =
         item.cls == pred ? pred_map : any_map(m, w.st, opt, method, in.index, item, item.cls, r.nonfinite);
-    perturbation_tops(r.top[0], m, w, in.sample.x, pred_map);
+    Probabilities probs;
+    perturbation_tops(r.top[0], &probs, pred, m, w, in.sample.x, pred_map);
+    r.scores["srg_black"] = srg(probs);
     if (same_map(pred_map, target_map))
       r.top[1] = r.top[0];
     else
-      perturbation_tops(r.top[1], m, w, in.sample.x, target_map);
+      perturbation_tops(r.top[1], nullptr, pred, m, w, in.sample.x, target_map);
+    if (in.index < opt.road) {
+      RoadOptions ro;
+      ro.seed = road_seed(in.index);
+      perturbation_tops(r.road_top, &probs, pred, m, w, in.sample.x, pred_map, &ro);
+      r.road = true;
+      r.scores["srg_road"] = srg(probs);
+    }
     if (!item.mask.empty()) {
       r.segmented = true;
       r.seg = segmentation_counts(pred_map.data(), item.mask.data(), hw);
       r.seg_ap = segmentation_ap(pred_map.data(), item.mask.data(), hw);
+      r.scores["mass_accuracy"] = relevance_mass_accuracy(pred_map.data(), item.mask.data(), hw);
+      r.scores["rank_accuracy"] = relevance_rank_accuracy(pred_map.data(), item.mask.data(), hw);
     }
   } else if (items == 2) {
     for (int k = 0; k < 2; ++k) {
@@ -196,7 +246,34 @@ EvalRecord method_record(Worker& w, const Model& m, const Model* compare, const 
       r.pointing[size_t(k)] = pointing_game(mk.data(), own.mask.data(), hw);
     }
   }
+  if (pred_map.size() > 0) pred_out = std::move(pred_map);
   return r;
+}
+
+// The randomisation check of one sample (Adebayo et al. 2018, §3.1): one copy of the weights,
+// randomised one cascade step more at a time (randomise_step), each step's forward pass shared by
+// the methods; records[k] gets one MapSimilarity per step for the map of the trained model's
+// predicted class against the trained model's map trained[k].
+void randomisation_check(Worker& w, const Model& m, const EvalOptions& opt, const SampleInput& in,
+                         const std::vector<const EvalMethod*>& methods, const std::vector<Mat>& trained,
+                         std::vector<EvalRecord>& records) {
+  std::vector<size_t> todo;
+  for (size_t k = 0; k < methods.size(); ++k)
+    if (wants_randomisation(opt, in.index, methods[k]->spec) && trained[k].size() > 0) todo.push_back(k);
+  if (todo.empty()) return;
+  const Config& c = m.config;
+  Model rm = m;  // the cascade's one copy
+  const int steps = randomisation_steps(c);
+  for (int step = 1; step <= steps; ++step) {
+    randomise_step(rm, step, opt.randomisation_seed);
+    w.rnd.set_input(rm, in.sample.x);
+    for (size_t k : todo) {
+      bool nonfinite = false;  // a randomised model's NaN map is set to 0 and compared as such
+      w.rnd.clear_derived();
+      const Mat map = any_map(rm, w.rnd, opt, *methods[k], in.index, in.sample.items[0], in.pred, nonfinite);
+      records[k].randomisation.push_back(map_similarity(trained[k].data(), map.data(), c.image_h, c.image_w));
+    }
+  }
 }
 
 // A loaded sample must fit the model (a loader's programming error otherwise).
@@ -236,12 +313,21 @@ std::vector<EvalRecord> sample_records(Worker& w, const Model& m, const Model* c
   in.forward_ms = ms_since(t0);
   if (compare) w.cmp.set_input(*compare, in.sample.x);
   in.pred = arg_max_class(w.st.trace.logits);
-  for (const EvalMethod* method : methods) {
+  std::vector<Mat> trained(methods.size());  // the predicted-class maps, for the randomisation check
+  for (size_t k = 0; k < methods.size(); ++k) {
+    const EvalMethod* method = methods[k];
     try {
-      out.push_back(method_record(w, m, compare, opt, in, *method));
+      out.push_back(method_record(w, m, compare, opt, in, *method, trained[k]));
+      if (method->spec == eval_random && trained[k].size() == 0)
+        trained[k] = random_map(opt.random_seed, sample, in.pred, m.config.image_h, m.config.image_w);
     } catch (const Error& e) {
       throw Error(e.code(), "method '" + method->spec + "' on sample " + std::to_string(sample) + ": " + e.what());
     }
+  }
+  try {
+    randomisation_check(w, m, opt, in, methods, trained, out);
+  } catch (const Error& e) {
+    throw Error(e.code(), "the randomisation check on sample " + std::to_string(sample) + ": " + e.what());
   }
   return out;
 }
@@ -265,6 +351,7 @@ std::vector<EvalMethod> check_options(const Model& m, const Model* compare, cons
   if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
     fail("a shard is I/N with 0 ≤ I < N");
   if (opt.methods.empty()) fail("no method to evaluate");
+  if (opt.road < 0 || opt.randomisation < 0) fail("--road and --randomisation take a sample count ≥ 0");
   std::vector<EvalMethod> methods;
   for (const std::string& spec : opt.methods) {
     methods.push_back(eval_parse_method(spec, &m.config));
@@ -407,6 +494,15 @@ EvalData scene_data(const FashionMnist& test, const SceneOptions& so, uint64_t s
   return d;
 }
 
+uint64_t road_seed(int sample) { return splitmix64(kRoadSalt + uint64_t(sample)); }
+
+std::string eval_randomisation_step_name(int step, int steps) {
+  if (step < 1 || step > steps || steps < 2) fail("a randomisation step is 1 … the model's depth + 2");
+  if (step == 1) return "head";
+  if (step == steps) return "embedding";
+  return "block " + std::to_string(steps - 1 - step);
+}
+
 std::vector<int> eval_shard_samples(int n, int index, int count) {
   if (count < 1 || index < 0 || index >= count) fail("a shard is I/N with 0 ≤ I < N");
   std::vector<int> out;
@@ -434,6 +530,16 @@ std::string eval_record_to_json(const EvalRecord& r) {
   } else if (r.items == 2) {
     j["share"] = r.share;
     j["pointing"] = r.pointing;
+  }
+  if (r.road) j["road_top"] = r.road_top;
+  if (!r.randomisation.empty()) {
+    json sp = json::array(), sa = json::array(), ss = json::array();
+    for (const MapSimilarity& q : r.randomisation) {
+      sp.push_back(q.spearman);
+      sa.push_back(q.spearman_abs);
+      ss.push_back(q.ssim);
+    }
+    j["randomisation"] = {{"spearman", sp}, {"spearman_abs", sa}, {"ssim", ss}};
   }
   if (!r.scores.empty()) j["scores"] = r.scores;
   if (std::isfinite(r.rho)) j["rho"] = r.rho;
@@ -476,6 +582,18 @@ EvalRecord eval_record_from_json(const std::string& line) {
       r.share = j.at("share").get<std::array<double, 2>>();
       r.pointing = j.at("pointing").get<std::array<double, 2>>();
     }
+    if (j.contains("road_top")) {
+      r.road = true;
+      r.road_top = j["road_top"].get<decltype(r.road_top)>();
+    }
+    if (j.contains("randomisation")) {
+      const json& q = j["randomisation"];
+      const auto sp = q.at("spearman").get<std::vector<double>>(), sa = q.at("spearman_abs").get<std::vector<double>>(),
+                 ss = q.at("ssim").get<std::vector<double>>();
+      if (sp.empty() || sa.size() != sp.size() || ss.size() != sp.size())
+        throw Error(ErrorCode::bad_format, "a record's randomisation lists are empty or of different lengths");
+      for (size_t k = 0; k < sp.size(); ++k) r.randomisation.push_back({sp[k], sa[k], ss[k]});
+    }
     if (j.contains("scores")) r.scores = j["scores"].get<std::map<std::string, double>>();
     if (j.contains("rho")) r.rho = j["rho"].get<double>();
     if (j.contains("ms")) r.ms = j["ms"].get<double>();
@@ -514,7 +632,7 @@ void run_eval(const Model& m, const Model* compare, const EvalData& data, const 
   for (const EvalRecord& r : done) {
     if (r.scene < 0 || r.scene >= opt.n) continue;
     for (size_t k = 0; k < nm; ++k)
-      if (methods[k].spec == r.method) have[size_t(r.scene)][k] = 1;
+      if (methods[k].spec == r.method) have[size_t(r.scene)][k] = record_complete(r, opt);
   }
   std::vector<std::pair<int, std::vector<const EvalMethod*>>> todo;  // (sample, its missing methods)
   for (int i : eval_shard_samples(opt.n, opt.shard_index, opt.shard_count)) {
@@ -557,10 +675,10 @@ EvalSummary summarise_eval(const std::vector<EvalRecord>& records, const std::ve
 }
 
 EvalSummary summarise_eval(const std::vector<EvalRecord>& records, const std::vector<std::string>& methods,
-                           const std::vector<int>& samples, const std::string& kind) {
+                           const std::vector<int>& samples, const std::string& kind, int road, int randomisation) {
   if (methods.empty()) fail("no method to summarise");
-  std::map<std::pair<int, std::string>, const EvalRecord*> index;
-  for (const EvalRecord& r : records) index.emplace(std::make_pair(r.scene, r.method), &r);
+  std::map<std::pair<int, std::string>, const EvalRecord*> index;  // the last record of each
+  for (const EvalRecord& r : records) index[std::make_pair(r.scene, r.method)] = &r;
   EvalSummary s;
   s.kind = kind;
   s.n = int(samples.size());
@@ -593,8 +711,21 @@ EvalSummary summarise_eval(const std::vector<EvalRecord>& records, const std::ve
       }
       if (std::isfinite(r.ms)) times.push_back(r.ms);
       for (const auto& [name, v] : r.scores) {
+        if (name == "srg_road" && i >= road) continue;
         score_sums[name].first += v;
         score_sums[name].second++;
+      }
+      if (!r.randomisation.empty() && i < randomisation) {
+        if (ms.randomisation.empty()) ms.randomisation.assign(r.randomisation.size(), MapSimilarity{});
+        if (r.randomisation.size() != ms.randomisation.size())
+          fail("sample " + std::to_string(i) + " of method '" + methods[k] +
+               "' has another number of randomisation steps than the others: the records are of different models");
+        for (size_t st = 0; st < r.randomisation.size(); ++st) {
+          ms.randomisation[st].spearman += r.randomisation[st].spearman;
+          ms.randomisation[st].spearman_abs += r.randomisation[st].spearman_abs;
+          ms.randomisation[st].ssim += r.randomisation[st].ssim;
+        }
+        ms.randomisation_scenes++;
       }
       if (r.items == 1) {
         ++single;
@@ -604,6 +735,13 @@ EvalSummary summarise_eval(const std::vector<EvalRecord>& records, const std::ve
             ms.acc[c][d][0] += r.pred == gt;
             for (size_t st = 1; st < size_t(perturbation_steps); ++st) ms.acc[c][d][st] += r.top[c][d][st - 1] == gt;
           }
+        if (r.road && i < road) {
+          ++ms.road_scenes;
+          for (size_t d = 0; d < 2; ++d) {
+            ms.road_acc[d][0] += r.pred == gt;
+            for (size_t st = 1; st < size_t(perturbation_steps); ++st) ms.road_acc[d][st] += r.road_top[d][st - 1] == gt;
+          }
+        }
         if (r.segmented) {
           ++segmented;
           ms.seg.add(r.seg);
@@ -633,6 +771,21 @@ EvalSummary summarise_eval(const std::vector<EvalRecord>& records, const std::ve
       ms.pointing = pointing_sum / (2 * two);
     }
     for (const auto& [name, sum] : score_sums) ms.scores[name] = sum.first / sum.second;
+    if (ms.road_scenes)
+      for (size_t d = 0; d < 2; ++d) {
+        for (double& a : ms.road_acc[d]) a /= ms.road_scenes;
+        ms.road_auc[d] = perturbation_auc(ms.road_acc[d]);
+      }
+    if (ms.randomisation_scenes) {
+      std::vector<double> rho;
+      for (MapSimilarity& q : ms.randomisation) {
+        q.spearman /= ms.randomisation_scenes;
+        q.spearman_abs /= ms.randomisation_scenes;
+        q.ssim /= ms.randomisation_scenes;
+        rho.push_back(q.spearman);
+      }
+      ms.survives = randomisation_survives(rho);
+    }
     if (ms.rho_scenes) ms.rho = rho_sum / ms.rho_scenes;
     ms.timed = int(times.size());
     ms.ms = median(times);

@@ -2,7 +2,9 @@
 // tables (methods as rows, the perturbation AUCs for the predicted and the target class, then the
 // segmentation figures), a CSV with every figure and curve point, and SVG plots of the
 // perturbation curves drawn here (no plotting dependency). A markdown column whose figure no
-// method has (no masks, no two-item scenes, no compare model, timings dropped) is left out.
+// method has (no masks, no two-item scenes, no compare model, no ROAD or randomisation records,
+// timings dropped) is left out. The randomisation check gets a table of its own (mean ρ per
+// cascade step).
 #include <algorithm>
 #include <functional>
 #include <cmath>
@@ -51,7 +53,28 @@ struct Column {
   int better;  // +1 higher, −1 lower, 0 none
 };
 
-// The columns of `s`: the fixed ones, then one per EvalRecord::scores name (byte order) before
+// The scores eval.cpp sets, with their headers (others get their name as header, "%.4f", unranked).
+struct KnownScore {
+  const char* name;
+  const char* header;
+  double scale;
+  const char* format;
+  int better;
+};
+const KnownScore kKnownScores[] = {
+    {"srg_black", "SRG black ↑", 1.0, "%.2f", +1},
+    {"srg_road", "SRG ROAD ↑", 1.0, "%.2f", +1},
+    {"mass_accuracy", "Mass acc. ↑", 100.0, "%.2f", +1},
+    {"rank_accuracy", "Rank acc. ↑", 100.0, "%.2f", +1},
+};
+
+// The last cascade step's mean of a MapSimilarity field (none without randomisation records).
+double last_step(const EvalMethodSummary& m, double MapSimilarity::*field) {
+  return m.randomisation.empty() ? EvalRecord::none : m.randomisation.back().*field;
+}
+
+// The columns of `s`: the fixed ones, then one per EvalRecord::scores name (the known ones in
+// kKnownScores order, then the others in byte order), the randomisation check's last step, and
 // the latency; those no method has a value for are left out.
 std::vector<Column> columns(const EvalSummary& s) {
   std::vector<Column> all = {
@@ -59,6 +82,8 @@ std::vector<Column> columns(const EvalSummary& s) {
       {"Neg. AUC ↑ target", [](const EvalMethodSummary& m) { return m.auc[1][1]; }, "%.2f", +1},
       {"Pos. AUC ↓ predicted", [](const EvalMethodSummary& m) { return m.auc[0][0]; }, "%.2f", -1},
       {"Pos. AUC ↓ target", [](const EvalMethodSummary& m) { return m.auc[1][0]; }, "%.2f", -1},
+      {"ROAD LeRF ↑", [](const EvalMethodSummary& m) { return m.road_auc[1]; }, "%.2f", +1},
+      {"ROAD MoRF ↓", [](const EvalMethodSummary& m) { return m.road_auc[0]; }, "%.2f", -1},
       {"Pixel acc. ↑", [](const EvalMethodSummary& m) { return 100.0 * m.pixel_acc; }, "%.2f", +1},
       {"mIoU ↑", [](const EvalMethodSummary& m) { return 100.0 * m.miou; }, "%.2f", +1},
       {"mAP ↑", [](const EvalMethodSummary& m) { return 100.0 * m.map; }, "%.2f", +1},
@@ -71,12 +96,18 @@ std::vector<Column> columns(const EvalSummary& s) {
     for (const auto& kv : m.scores)
       if (std::find(names.begin(), names.end(), kv.first) == names.end()) names.push_back(kv.first);
   std::sort(names.begin(), names.end());
+  auto score = [](const std::string& name, double scale) {
+    return [name, scale](const EvalMethodSummary& m) {
+      const auto it = m.scores.find(name);
+      return it == m.scores.end() ? EvalRecord::none : scale * it->second;
+    };
+  };
+  for (const KnownScore& k : kKnownScores) all.push_back({k.header, score(k.name, k.scale), k.format, k.better});
   for (const std::string& name : names)
-    all.push_back({name, [name](const EvalMethodSummary& m) {
-                     const auto it = m.scores.find(name);
-                     return it == m.scores.end() ? EvalRecord::none : it->second;
-                   },
-                   "%.4f", 0});
+    if (std::none_of(std::begin(kKnownScores), std::end(kKnownScores), [&](const KnownScore& k) { return name == k.name; }))
+      all.push_back({name, score(name, 1.0), "%.4f", 0});
+  all.push_back({"Rand. ρ", [](const EvalMethodSummary& m) { return last_step(m, &MapSimilarity::spearman); }, "%.3f", 0});
+  all.push_back({"Rand. SSIM", [](const EvalMethodSummary& m) { return last_step(m, &MapSimilarity::ssim); }, "%.3f", 0});
   all.push_back({"ms / image", [](const EvalMethodSummary& m) { return m.ms; }, "%.2f", 0});
   std::vector<Column> shown;
   for (Column& col : all)
@@ -149,10 +180,23 @@ std::string eval_markdown(const EvalSummary& s, const std::string& title, const 
         (scenes ? "single-item " : "") + "accuracy (p = 0): " + fmt("%.2f", 100.0 * any.acc[0][0][0]) +
         " %. Maps of the predicted or of the ground-truth (target) class; pixels removed most relevant "
         "first (positive, lower is better) or least relevant first (negative, higher is better).\n";
+  const auto road_of = std::max_element(s.methods.begin(), s.methods.end(), [](const EvalMethodSummary& a, const EvalMethodSummary& b) {
+    return a.road_scenes < b.road_scenes;
+  });
+  if (road_of->road_scenes)
+    md += "- ROAD (Rong et al. 2022): the perturbation test of the predicted-class map with the removed pixels "
+          "filled by noisy linear imputation from their neighbours instead of black; AUC of the accuracy as above, "
+          "most relevant first (MoRF, lower is better) and least relevant first (LeRF, higher is better), on " +
+          std::to_string(road_of->road_scenes) + " samples.\n";
+  if (std::any_of(s.methods.begin(), s.methods.end(), [](const EvalMethodSummary& m) { return m.scores.count("srg_black") != 0; }))
+    md += "- SRG (Symmetric Relevance Gain, Blücher et al. 2024): the area between the least- and the most-relevant-first "
+          "curves of the model's probability of the predicted class, × 100, with black fill or ROAD; higher is better, "
+          "a random map scores ≈ 0.\n";
   if (any.segmentation_scenes)
     md += std::string("- Segmentation (predicted-class map against the ") + (scenes ? "item's" : "object") +
           " mask; the min-max map > its mean is foreground): pixel accuracy, mIoU of background and "
-          "foreground, mAP of [1−m, m], in %.\n";
+          "foreground, mAP of [1−m, m], in %. Mass acc. (Arras et al. 2022): the share of the positive relevance "
+          "inside the mask; Rank acc.: the share of the |mask| most relevant pixels inside it, in %.\n";
   if (s.two)
     md += "- Class share: positive relevance on the explained item over that on both items, %. Pointing: "
           "the map's maximum lies inside the explained item, %.\n";
@@ -167,6 +211,34 @@ std::string eval_markdown(const EvalSummary& s, const std::string& title, const 
                             "of this report; every figure in it is deterministic.\n");
   md += "- Bold: the best attribution method per column. *random* (uniform per pixel) and *oracle* (the "
         "object's mask) are baselines.\n";
+  // The randomisation check: mean ρ per cascade step, the last step's |ρ| and SSIM, the flag.
+  size_t steps = 0;
+  int rand_scenes = 0;
+  for (const EvalMethodSummary& m : s.methods) {
+    steps = std::max(steps, m.randomisation.size());
+    rand_scenes = std::max(rand_scenes, m.randomisation_scenes);
+  }
+  if (steps) {
+    md += "- Rand. ρ, Rand. SSIM: the model randomisation check (Adebayo et al. 2018) after every parameter is "
+          "re-initialised (table below); near 0 is what a map that depends on the model shows.\n";
+    md += "\n**Model randomisation** (Adebayo et al. 2018) on " + std::to_string(rand_scenes) +
+          " samples: the parameters re-initialised from the head down, cumulatively; Spearman's ρ between "
+          "the map of the trained model's predicted class on the randomised and on the trained model, mean over "
+          "samples, after each step. *Survives*: |ρ| > 0.5 after the last step (the map does not depend on "
+          "the model's weights).\n\n| Method |";
+    for (size_t st = 1; st <= steps; ++st) md += " " + eval_randomisation_step_name(int(st), int(steps)) + " |";
+    md += " ρ of \\|maps\\|, last | SSIM, last | Survives |\n|---|";
+    for (size_t st = 0; st < steps + 3; ++st) md += "---:|";
+    md += "\n";
+    for (int pass = 0; pass < 2; ++pass)
+      for (const EvalMethodSummary& m : s.methods) {
+        if (m.randomisation.size() != steps || is_baseline(m.method) != (pass == 1)) continue;
+        md += pass ? "| *" + m.method + "* |" : "| " + m.method + " |";
+        for (const MapSimilarity& q : m.randomisation) md += " " + fmt("%.3f", q.spearman) + " |";
+        md += " " + fmt("%.3f", m.randomisation.back().spearman_abs) + " | " + fmt("%.3f", m.randomisation.back().ssim) +
+              " | " + (m.survives ? "**yes**" : "no") + " |\n";
+      }
+  }
   int nonfinite = 0;
   for (const EvalMethodSummary& m : s.methods) nonfinite += m.nonfinite;
   if (nonfinite) {
@@ -185,6 +257,8 @@ std::string eval_markdown(const EvalSummary& s, const std::string& title, const 
   md += "\nPerturbation curves: ";
   for (int c = 0; c < 2; ++c)
     for (int d = 0; d < 2; ++d) md += std::string(c || d ? ", " : "") + "[" + eval_svg_name(c, d) + "](" + eval_svg_name(c, d) + ")";
+  if (road_of->road_scenes)
+    for (int d = 0; d < 2; ++d) md += ", [" + eval_road_svg_name(d) + "](" + eval_road_svg_name(d) + ")";
   md += "; every figure: results.csv; per sample: scenes.jsonl.\n";
   if (!command.empty())
     md += "\nRegenerate (with --out DIR; a rerun into the same folder resumes from its scenes.jsonl):\n\n```sh\n" +
@@ -204,6 +278,22 @@ std::string eval_csv(const EvalSummary& s) {
         std::snprintf(col, sizeof col, ",acc_%s_%s_p%02d", kDirection[d], kMapClass[c], 10 * st);
         csv += col;
       }
+  size_t steps = 0;  // randomisation steps
+  for (const EvalMethodSummary& m : s.methods) steps = std::max(steps, m.randomisation.size());
+  csv += ",road_scenes,road_morf_auc,road_lerf_auc";
+  for (int d = 0; d < 2; ++d)
+    for (int st = 0; st < perturbation_steps; ++st) {
+      char col[64];
+      std::snprintf(col, sizeof col, ",acc_road_%s_p%02d", d ? "lerf" : "morf", 10 * st);
+      csv += col;
+    }
+  csv += ",randomisation_scenes,randomisation_survives";
+  for (const char* field : {"spearman", "spearman_abs", "ssim"})
+    for (size_t st = 1; st <= steps; ++st) {
+      char col[64];
+      std::snprintf(col, sizeof col, ",rand_%s_s%02zu", field, st);
+      csv += col;
+    }
   std::vector<std::string> names;  // EvalRecord::scores, one column each after the curves
   for (const EvalMethodSummary& m : s.methods)
     for (const auto& kv : m.scores)
@@ -222,6 +312,14 @@ std::string eval_csv(const EvalSummary& s) {
     for (size_t c = 0; c < 2; ++c)
       for (size_t d = 0; d < 2; ++d)
         for (double a : m.acc[c][d]) csv += "," + num(a);
+    csv += "," + std::to_string(m.road_scenes) + "," + num(m.road_auc[0]) + "," + num(m.road_auc[1]);
+    for (size_t d = 0; d < 2; ++d)
+      for (double a : m.road_acc[d]) csv += "," + (m.road_scenes ? num(a) : std::string());
+    csv += "," + std::to_string(m.randomisation_scenes) + "," +
+           (m.randomisation_scenes ? std::string(m.survives ? "1" : "0") : std::string());
+    for (double MapSimilarity::*field : {&MapSimilarity::spearman, &MapSimilarity::spearman_abs, &MapSimilarity::ssim})
+      for (size_t st = 0; st < steps; ++st)
+        csv += "," + (st < m.randomisation.size() ? num(m.randomisation[st].*field) : std::string());
     for (const std::string& name : names) {
       const auto it = m.scores.find(name);
       csv += "," + (it == m.scores.end() ? std::string() : num(it->second));
@@ -231,7 +329,15 @@ std::string eval_csv(const EvalSummary& s) {
   return csv;
 }
 
-std::string eval_svg(const EvalSummary& s, int c, int d) {
+namespace {
+
+// The accuracy curve of one method (null: the method has none) and its AUC.
+using CurveOf = std::function<const std::array<double, perturbation_steps>*(const EvalMethodSummary&)>;
+
+// One plot: accuracy (%) over the fraction removed, one curve per method that has one; `title`
+// heads it, `order` names the removal order on the x axis.
+std::string curves_svg(const EvalSummary& s, const std::string& title, const char* order, const CurveOf& curve_of,
+                       const std::function<double(const EvalMethodSummary&)>& auc_of) {
   // Layout (px): the plot spans x0…x1 × y0…y1; the legend sits to the right.
   const double width = 820, height = 440, x0 = 64, x1 = 500, y0 = 48, y1 = 380;
   const char* colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -245,11 +351,8 @@ std::string eval_svg(const EvalSummary& s, int c, int d) {
                 "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
                 width, height, width, height);
   svg += buf;
-  std::snprintf(buf, sizeof buf,
-                "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">%s perturbation, %s-class maps "
-                "(%d %s)</text>\n",
-                (x0 + x1) / 2, d ? "Negative" : "Positive", kMapClass[c], s.single,
-                s.kind == "scenes" ? "single-item scenes" : "images");
+  std::snprintf(buf, sizeof buf, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">%s</text>\n",
+                (x0 + x1) / 2, xml_escape(title).c_str());
   svg += buf;
   // Grid, ticks and axis labels.
   for (int t = 0; t <= 9; ++t) {
@@ -272,13 +375,16 @@ std::string eval_svg(const EvalSummary& s, int c, int d) {
                 "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"black\"/>\n"
                 "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">pixels removed (%%, %s)</text>\n"
                 "<text x=\"18\" y=\"%.0f\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.0f)\">accuracy (%%)</text>\n",
-                x0, y0, x1 - x0, y1 - y0, (x0 + x1) / 2, y1 + 40,
-                d ? "least relevant first" : "most relevant first", (y0 + y1) / 2, (y0 + y1) / 2);
+                x0, y0, x1 - x0, y1 - y0, (x0 + x1) / 2, y1 + 40, order, (y0 + y1) / 2, (y0 + y1) / 2);
   svg += buf;
   // One curve per method, with its legend entry (name and AUC).
   int colour = 0;
+  size_t shown = 0, count = 0;
+  for (const EvalMethodSummary& m : s.methods) count += curve_of(m) != nullptr;
   for (size_t k = 0; k < s.methods.size(); ++k) {
     const EvalMethodSummary& m = s.methods[k];
+    const std::array<double, perturbation_steps>* curve = curve_of(m);
+    if (!curve) continue;
     std::string stroke, dash;
     if (m.method == eval_random) {
       stroke = "#7f7f7f", dash = " stroke-dasharray=\"6 4\"";
@@ -289,21 +395,48 @@ std::string eval_svg(const EvalSummary& s, int c, int d) {
     }
     svg += "<polyline fill=\"none\" stroke=\"" + stroke + "\" stroke-width=\"2\"" + dash + " points=\"";
     for (int st = 0; st < perturbation_steps; ++st) {
-      std::snprintf(buf, sizeof buf, "%s%.1f,%.1f", st ? " " : "", px(0.1 * st), py(m.acc[size_t(c)][size_t(d)][size_t(st)]));
+      std::snprintf(buf, sizeof buf, "%s%.1f,%.1f", st ? " " : "", px(0.1 * st), py((*curve)[size_t(st)]));
       svg += buf;
     }
     svg += "\"/>\n";
-    const double step = std::min(20.0, (y1 - y0 - 8) / double(s.methods.size()));
-    const double ly = y0 + 8 + step * double(k);
+    const double step = std::min(20.0, (y1 - y0 - 8) / double(count));
+    const double ly = y0 + 8 + step * double(shown++);
     std::snprintf(buf, sizeof buf,
                   "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"%s\" stroke-width=\"2\"%s/>"
                   "<text x=\"%.0f\" y=\"%.0f\">%s (AUC %.2f)</text>\n",
                   x1 + 16, ly, x1 + 44, ly, stroke.c_str(), dash.c_str(), x1 + 52, ly + 4,
-                  xml_escape(m.method).c_str(), m.auc[size_t(c)][size_t(d)]);
+                  xml_escape(m.method).c_str(), auc_of(m));
     svg += buf;
   }
   svg += "</svg>\n";
   return svg;
+}
+
+}  // namespace
+
+std::string eval_svg(const EvalSummary& s, int c, int d) {
+  char title[160];
+  std::snprintf(title, sizeof title, "%s perturbation, %s-class maps (%d %s)", d ? "Negative" : "Positive", kMapClass[c],
+                s.single, s.kind == "scenes" ? "single-item scenes" : "images");
+  return curves_svg(
+      s, title, d ? "least relevant first" : "most relevant first",
+      [c, d](const EvalMethodSummary& m) { return &m.acc[size_t(c)][size_t(d)]; },
+      [c, d](const EvalMethodSummary& m) { return m.auc[size_t(c)][size_t(d)]; });
+}
+
+std::string eval_road_svg_name(int d) { return std::string("road_") + (d ? "lerf" : "morf") + ".svg"; }
+
+std::string eval_road_svg(const EvalSummary& s, int d) {
+  int samples = 0;
+  for (const EvalMethodSummary& m : s.methods) samples = std::max(samples, m.road_scenes);
+  if (!samples) return "";
+  char title[160];
+  std::snprintf(title, sizeof title, "ROAD %s, predicted-class maps (%d %s)", d ? "LeRF" : "MoRF", samples,
+                s.kind == "scenes" ? "single-item scenes" : "images");
+  return curves_svg(
+      s, title, d ? "least relevant first, imputed" : "most relevant first, imputed",
+      [d](const EvalMethodSummary& m) { return m.road_scenes ? &m.road_acc[size_t(d)] : nullptr; },
+      [d](const EvalMethodSummary& m) { return m.road_auc[size_t(d)]; });
 }
 
 }  // namespace vitlens

@@ -23,6 +23,30 @@
 //   reference) against the mask.
 // - Two-item scenes: the class-specific share and the pointing game of the map of each item's
 //   class against that item's mask (and the other item's).
+// - Single-item samples, further metrics of the predicted-class map (issue 16):
+//   · ROAD (Rong et al., ICML 2022; metrics/road.h): the same two orders as the perturbation test
+//     (MoRF = positive, LeRF = negative), the removed pixels filled by noisy linear imputation
+//     instead of black, noise seed road_seed(sample) (the same noise for every method of a
+//     sample); scored like the black-fill test (a step is correct when the arg-max class is the
+//     ground truth), AUC = trapezoid × 100. Only for the predicted-class map (the black-fill test
+//     also runs the target-class map; on correctly classified samples the two are the same map).
+//     EvalOptions::road limits it to samples i < road (it costs a sparse solve per step).
+//   · Symmetric Relevance Gain (Blücher et al., TMLR 2024; metrics/faithfulness.h), scores
+//     "srg_black" and "srg_road": the curves of the model's probability of the predicted class
+//     (the explained class; curve_probabilities: softmax, sigmoid for a multi-label model) under
+//     black fill and under ROAD, SRG = AUC(LeRF) − AUC(MoRF) × 100.
+//   · Samples with a mask: Relevance Mass Accuracy and Relevance Rank Accuracy (Arras et al.
+//     2022), scores "mass_accuracy" and "rank_accuracy", of the predicted-class map against the
+//     item's (the image's) mask.
+// - Model randomisation (Adebayo et al., NeurIPS 2018), samples i < EvalOptions::randomisation
+//   (of any kind): the model's parameters are re-initialised top down, cumulatively
+//   (model/randomise.h: randomise_step, seed EvalOptions::randomisation_seed, one copy of the
+//   weights per worker and sample), and at each cascade step 1 … randomisation_steps each
+//   method's map of the trained model's predicted class on the randomised model is compared with
+//   its map on the trained model (map_similarity: Spearman's ρ, ρ of |maps|, SSIM). Per method,
+//   the mean over samples at each step, and the flag randomisation_survives (|mean ρ| > 0.5 after
+//   the last step). The `random` baseline (independent of the model: ρ = 1, flagged) is included
+//   as the check's own control; the oracle is not (it has no predicted-class map).
 // - Every sample: Spearman's ρ between the predicted-class maps of the evaluated model and of a
 //   second model (the f32 weights of an int8 model), and the latency of the predicted-class
 //   explanation (the forward pass is shared by all methods of a sample and timed on its own; the
@@ -47,6 +71,11 @@
 // depend on the thread count, on timing, on being resumed, or on the shard that computed them
 // (EvalOptions::shard_*: sample i belongs to shard i mod N).
 //
+// Records written before ROAD and the randomisation check (no road_top, no randomisation, no
+// scores) still read: the missing figures count as not computed. run_eval recomputes a stored
+// record that lacks a figure its options ask for (the whole record, which is deterministic) and
+// appends it; readers keep the last record of a (sample, method).
+//
 // Adding a per-record figure (e.g. a ROAD or relevance-mass score): compute it in eval.cpp's
 // method_record into EvalRecord::scores under its name; it is stored in the record's JSON,
 // averaged per method into EvalMethodSummary::scores and gets a column of its own in the markdown
@@ -64,6 +93,7 @@
 #include <string>
 #include <vector>
 
+#include "vitlens/metrics/faithfulness.h"
 #include "vitlens/metrics/metrics.h"
 #include "vitlens/methods/methods.h"
 #include "vitlens/model/model.h"
@@ -148,7 +178,14 @@ struct EvalOptions {
   int chunk = 16;                    // samples handed to the sink at a time
   int shard_index = 0, shard_count = 1;  // evaluate only samples i with i mod count == index
   SceneOptions scenes;               // scene generator options; size = the model's input side
+  int road = 200;                    // ROAD on single-item samples i < road (0: off; all_samples: all)
+  int randomisation = 20;            // the randomisation check on samples i < randomisation (0: off)
+  uint64_t randomisation_seed = 1;   // randomise_step's seed (the same randomised models for all samples)
+  static constexpr int all_samples = std::numeric_limits<int>::max();
 };
+
+// The noise seed of ROAD on sample `sample` (the same for every method and both orders).
+uint64_t road_seed(int sample);
 
 // The samples of shard `index` of `count` among 0 … n−1: i with i mod count == index, ascending.
 // Throws Error(bad_argument) unless 0 ≤ index < count.
@@ -173,7 +210,15 @@ struct EvalRecord {
   // Two-item scenes, per item k (the map of item k's class): class_share against the other item
   // and pointing_game in item k's mask.
   std::array<double, 2> share{{0, 0}}, pointing{{0, 0}};
-  // Further per-record figures by name (see the file header); averaged per method.
+  // ROAD of the predicted-class map (single-item samples; road = computed): road_top[d][s] the
+  // arg-max class after removing perturbation_count(n, s + 1) pixels, d 0 MoRF / 1 LeRF.
+  bool road = false;
+  std::array<std::array<int, perturbation_steps - 1>, 2> road_top{};
+  // The randomisation check: one entry per cascade step 1 … randomisation_steps (empty: not
+  // computed), the predicted-class map on the randomised model against the trained model's.
+  std::vector<MapSimilarity> randomisation;
+  // Further per-record figures by name (see the file header); averaged per method. This file
+  // sets srg_black, srg_road (single-item samples), mass_accuracy and rank_accuracy (with a mask).
   std::map<std::string, double> scores;
   double rho = none;         // Spearman, evaluated vs compare model (none: not computed)
   double ms = none;          // the predicted-class explanation, forward pass excluded (none: baseline)
@@ -222,6 +267,17 @@ struct EvalMethodSummary {
   double pixel_acc = EvalRecord::none, miou = EvalRecord::none, map = EvalRecord::none;  // map = mean segmentation AP
   double share = EvalRecord::none, pointing = EvalRecord::none;  // over the two-item maps
   std::map<std::string, double> scores;     // EvalRecord::scores, mean over the records that have each
+  // ROAD (predicted-class map) over the road_scenes records that have it: accuracy at p = 0 … 0.9
+  // and perturbation_auc, [d] 0 MoRF / 1 LeRF; auc none without records.
+  int road_scenes = 0;
+  std::array<std::array<double, perturbation_steps>, 2> road_acc{};
+  std::array<double, 2> road_auc{{EvalRecord::none, EvalRecord::none}};
+  // The randomisation check over the randomisation_scenes records that have it: the mean of each
+  // MapSimilarity field per cascade step (index 0 = step 1), and randomisation_survives of the
+  // mean ρ (false without records).
+  int randomisation_scenes = 0;
+  std::vector<MapSimilarity> randomisation;
+  bool survives = false;
   double rho = EvalRecord::none;            // mean over samples
   double ms = EvalRecord::none;             // median over samples
 };
@@ -236,10 +292,13 @@ struct EvalSummary {
 };
 
 // Reduces the records of `samples` (indices; or of 0 … n−1) for `methods` (extra records, e.g.
-// of other samples or methods, are ignored). Throws Error(bad_argument) naming a missing
-// (sample, method).
+// of other samples or methods, are ignored; of several records of one (sample, method) the last
+// counts). ROAD and randomisation figures count only for samples below `road` and
+// `randomisation` (a folder resumed with a smaller limit keeps records beyond it). Throws
+// Error(bad_argument) naming a missing (sample, method).
 EvalSummary summarise_eval(const std::vector<EvalRecord>& records, const std::vector<std::string>& methods,
-                           const std::vector<int>& samples, const std::string& kind = "scenes");
+                           const std::vector<int>& samples, const std::string& kind = "scenes",
+                           int road = EvalOptions::all_samples, int randomisation = EvalOptions::all_samples);
 EvalSummary summarise_eval(const std::vector<EvalRecord>& records, const std::vector<std::string>& methods, int n);
 // Sets every timing of `s` to none, so that reports of the same records compare byte for byte
 // (`--no-timings`).
@@ -254,5 +313,13 @@ std::string eval_csv(const EvalSummary& s);
 std::string eval_svg(const EvalSummary& s, int c, int d);
 // "perturbation_{positive,negative}_{predicted,target}.svg"
 std::string eval_svg_name(int c, int d);
+// The ROAD plot of direction d (0 MoRF, 1 LeRF): accuracy over the fraction removed, one curve per
+// method that has ROAD records; empty when none has.
+std::string eval_road_svg(const EvalSummary& s, int d);
+// "road_{morf,lerf}.svg"
+std::string eval_road_svg_name(int d);
+// The name of cascade step `step` (1 … steps) of a model whose last step is `steps` (depth + 2),
+// as randomisation_step_name: "head", "block <depth−1>", …, "block 0", "embedding".
+std::string eval_randomisation_step_name(int step, int steps);
 
 }  // namespace vitlens
