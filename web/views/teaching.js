@@ -139,14 +139,12 @@ export function createTeachingView(app) {
       const row = teachRow('head-relevance', `block ${b}: R_A per head`, 'R_A_b,h = the LRP relevance reaching head h’s attention (Chefer et al. 2021); the query’s row');
       rHeads.forEach((r, h) => row.append(gridFigure(qrow(r), layout, `head ${h}`, 'head-relevance')));
       box.append(row);
-      // The method weighted R_A by ∇A when it reports ∇A for this block as well.
-      if (td?.grads?.[b] && ex.intermediates.blocks[b].grad) {
+      // The method weighted R_A by ∇A when it reports ∇A as well; its per-head terms of Ā_b are
+      // then core's (∇A ⊙ R_A)⁺ (productHeads, filled for the blocks the method used).
+      const block = ex.intermediates.blocks[b];
+      if (block.grad && block.productHeads?.length) {
         const row2 = teachRow('head-gradxr', `block ${b}: (∇A ⊙ R_A)⁺ per head`, HEAD_PRODUCT_TEXT.gradxr);
-        rHeads.forEach((r, h) => {
-          const g = qrow(td.grads[b][h]);
-          const v = qrow(r).map((x, j) => Math.max(0, x * g[j]));
-          row2.append(gridFigure(v, layout, `head ${h}`, 'head-gradxr'));
-        });
+        block.productHeads.forEach((v, h) => row2.append(gridFigure(qrow(v), layout, `head ${h}`, 'head-gradxr')));
         box.append(row2);
       }
     }
