@@ -97,6 +97,7 @@ export function createFfView(app) {
     data = null;
     dataKey = null;
     shown = null;
+    endProgress();
   }
 
   function clear() {
@@ -184,6 +185,7 @@ export function createFfView(app) {
     $('ff-retry').hidden = true;
     $('ff-progress-row').hidden = !long;
     $('ff-progress').value = 0;
+    $('ff-progress-row').dataset.fraction = '0';
     $('ff-progress-text').textContent = 'norm-based: starting…';
     $('ff-cancel').disabled = false;
   }
