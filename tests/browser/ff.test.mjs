@@ -10,8 +10,8 @@
 // control is used with the keyboard; at 375×812 with touch a tap reads a cell and a chart point and
 // the page does not scroll sideways. Models: the shipped one, a DeiT-tiny-shaped one (197 tokens,
 // 12 blocks: progress, Cancel, Compute again) and a distilled one with a 3 × 4 patch grid (CLS and
-// DIST keys in the prefix strip). Screenshots go to tests/artifacts/; the compute and draw times
-// are printed as diagnostics.
+// DIST keys in the prefix strip), then one with four registers and no class token. Screenshots go
+// to tests/artifacts/; the compute and draw times are printed as diagnostics.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -463,7 +463,7 @@ describe('the feed-forward view', { skip }, () => {
     await tab.context.close();
   });
 
-  test('a distilled model with a 3 × 4 grid: CLS and DIST keys, values equal the engine\'s', async () => {
+  test('a distilled model with a 3 × 4 grid (CLS and DIST keys), then registers without CLS: values equal the engine\'s', async () => {
     const fixture = path.join(repo, 'tests/fixtures/variants/distilled_hf');
     const files = [path.join(fixture, 'model.safetensors'), path.join(fixture, 'config.json')];
     const vitl = path.join(dir, 'distilled.vitl');
@@ -495,6 +495,20 @@ describe('the feed-forward view', { skip }, () => {
     await waitDrawn(page, { query: patchQuery });
     await checkDrawn(page, refs, 'distilled, patch query');
     await page.locator('section[aria-labelledby=h-ff]').screenshot({ path: path.join(artifacts, 'ff-distilled.png') });
+
+    // Then, in the same open section, a model without a class token: four registers, gray, 4 × 3.
+    const reg = path.join(repo, 'tests/fixtures/variants/reg_gap');
+    const regFiles = [path.join(reg, 'model.safetensors'), path.join(reg, 'config.json')];
+    const regVitl = path.join(dir, 'reg_gap.vitl');
+    nativeCli('import', regFiles[0], '--config', regFiles[1], '-o', regVitl);
+    await loadModel(page, regFiles);
+    await waitDrawn(page, { n: 16, query: 0 });
+    assert.match(await page.textContent('#ff-query'), /query: register 0/);
+    assert.match(await page.textContent('#ff-maps .ff-prefix'), /prefix tokens R0, R1, R2, R3/);
+    await testModelInput(page, regFiles);
+    const regRefs = [await engineRef(page, { files: true, queries: [0] }), cliRef(regVitl, scene, dir)];
+    await checkDrawn(page, regRefs, 'registers, no class token');
+    await checkChart(page, regRefs);
     assert.deepEqual(tab.consoleErrors, []);
     await tab.context.close();
   });
