@@ -311,6 +311,21 @@ TEST_CASE("image: stb's allocations are bounded by what the declared image can n
   }
 }
 
+TEST_CASE("image: a progressive JPEG whose DC sums overflow int decodes, defined", "[image]") {
+  // The fuzz finding: 83 bytes, one grey component, 15640 x 24, a DC scan with successive
+  // approximation 12 whose running DC sum times 2^12 overflows int inside stb_image. The
+  // sanitizer build (scripts/test.sh, build-asan) aborted here until stb's implementation was
+  // compiled with -fwrapv (core/src/io/stb_impl.cpp); now the overflow wraps, every time alike.
+  const std::vector<uint8_t> jpeg = read_file(
+      std::string(VITLENS_SOURCE_DIR) + "/fuzz/regressions/image/int-overflow-prog-dc.jpg", 1 << 20);
+  const Pixels a = decode_image(jpeg.data(), jpeg.size());
+  CHECK(a.w == 15640);
+  CHECK(a.h == 24);
+  CHECK(a.channels == 1);
+  const Pixels b = decode_image(jpeg.data(), jpeg.size());
+  CHECK(a.data == b.data);
+}
+
 TEST_CASE("image: resize keeps a constant image constant", "[image]") {
   const Pixels px = constant_pixels(37, 23, 3, 200);
   for (auto [w, h] : {std::pair<int, int>{224, 224}, {5, 3}, {37, 23}, {1, 1}, {100, 7}}) {

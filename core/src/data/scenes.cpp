@@ -2,7 +2,7 @@
 //
 // The .gz files are read without zlib: the gzip member header (RFC 1952) is parsed here and the
 // raw deflate stream is inflated by stb_image's zlib decoder (its implementation is compiled in
-// image.cpp); the CRC-32 and length in the gzip trailer are checked.
+// io/stb_impl.cpp); the CRC-32 and length in the gzip trailer are checked.
 //
 // Scenes are rendered with integer arithmetic only and a PRNG of our own (xoshiro256**, seeded
 // by splitmix64 from seed and index), so a scene's bytes do not depend on the compiler, the C++

@@ -58,36 +58,17 @@
 // stream had ended: fuzz/regressions/image/oom-zlib-2gib.png), and its PNG reader grows the IDAT
 // buffer to a chunk's declared length before reading the chunk. Natively such memory is never
 // touched, but in wasm the heap grows to it and stays grown. So every stb allocation goes through
-// stb_alloc below, which refuses (stb then fails with "outofmem") any single request larger
-// than the decode in progress can need: StbBudget sets that bound around each stb call from the
-// file's size and the image's declared size (see decode_image). Outside a StbBudget the bound
-// is 0 and nothing is allocated, so no stb call escapes it.
-namespace vitlens {
-namespace {
-thread_local size_t stb_alloc_limit = 0;  // bytes, for one allocation; set by StbBudget only
-}  // namespace
-}  // namespace vitlens
-
-static void* stb_alloc(size_t size) {
-  return size <= vitlens::stb_alloc_limit ? std::calloc(1, size) : nullptr;
-}
-static void* stb_realloc(void* p, size_t size) {
-  return size <= vitlens::stb_alloc_limit ? std::realloc(p, size) : nullptr;
-}
-
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_ONLY_PNG
-#define STBI_ONLY_JPEG
-#define STBI_ONLY_BMP
-#define STBI_NO_STDIO
-#define STBI_MALLOC(sz) stb_alloc(sz)
-#define STBI_REALLOC(p, newsz) stb_realloc((p), (newsz))
-#define STBI_FREE(p) std::free(p)
+// stb_alloc (stb_impl.cpp), which refuses (stb then fails with "outofmem") any single request
+// larger than the decode in progress can need: stb::Budget (stb_budget.h) sets that bound around
+// each stb call from the file's size and the image's declared size (see decode_image). Outside a
+// Budget the bound is 0 and nothing is allocated, so no stb call escapes it.
+//
+// Guard 4: stb's JPEG arithmetic overflows int on corrupt coefficients; its implementation is
+// compiled with -fwrapv, which makes that overflow defined (stb_impl.cpp says why that is safe).
 #include <stb/stb_image.h>
-
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STBI_WRITE_NO_STDIO
 #include <stb/stb_image_write.h>
+
+#include "stb_budget.h"
 
 namespace vitlens {
 
@@ -209,14 +190,6 @@ bool header_size(const uint8_t* b, size_t n, int64_t& w, int64_t& h) {
   return false;
 }
 
-// Guard 3: the largest single allocation stb may make inside this scope (not nested).
-class StbBudget {
- public:
-  explicit StbBudget(size_t bytes) { stb_alloc_limit = bytes; }
-  ~StbBudget() { stb_alloc_limit = 0; }
-  StbBudget(const StbBudget&) = delete;
-  StbBudget& operator=(const StbBudget&) = delete;
-};
 
 std::string stb_reason() {
   const char* r = stbi_failure_reason();
@@ -444,7 +417,7 @@ Pixels decode_image(const uint8_t* bytes, size_t size, int64_t max_pixels) {
   int w = 0, h = 0, comp = 0;
   int info_ok = 0;
   {
-    StbBudget budget(base_budget);
+    stb::Budget budget(base_budget);
     info_ok = stbi_info_from_memory(bytes, int(size), &w, &h, &comp);
   }
   if (!info_ok) {
@@ -465,7 +438,7 @@ Pixels decode_image(const uint8_t* bytes, size_t size, int64_t max_pixels) {
   int dw = 0, dh = 0, dc = 0;
   stbi_uc* data = nullptr;
   {
-    StbBudget budget(base_budget + 32 * (size_t(w) + 32) * (size_t(h) + 32));
+    stb::Budget budget(base_budget + 32 * (size_t(w) + 32) * (size_t(h) + 32));
     data = stbi_load_from_memory(bytes, int(size), &dw, &dh, &dc, 0);
   }
   if (!data) {

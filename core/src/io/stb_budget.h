@@ -1,0 +1,22 @@
+// stb_budget.h — the allocation budget every stb_image allocation goes through (guard 3 in
+// image.cpp). Private to src/io: stb_impl.cpp compiles stb's implementation against it and
+// image.cpp sets the budget around each stb call.
+#pragma once
+
+#include <cstddef>
+
+namespace vitlens::stb {
+
+// The largest single allocation stb may make on this thread; 0 outside a Budget.
+extern thread_local size_t alloc_limit;
+
+// The largest single allocation stb may make inside this scope (not nested).
+class Budget {
+ public:
+  explicit Budget(size_t bytes) { alloc_limit = bytes; }
+  ~Budget() { alloc_limit = 0; }
+  Budget(const Budget&) = delete;
+  Budget& operator=(const Budget&) = delete;
+};
+
+}  // namespace vitlens::stb

@@ -1,0 +1,41 @@
+// stb_impl.cpp — the implementations of Debian's stb_image 2.27 (PNG, JPEG, BMP from memory)
+// and stb_image_write, in a file of their own so that they alone are compiled with -fwrapv
+// (core/CMakeLists.txt). The guards around them are in image.cpp.
+//
+// Why -fwrapv: stb_image 2.27 does its JPEG arithmetic in int on values a corrupt file controls.
+// The DC predictor is a running sum of per-block differences with no bound, and a progressive
+// scan then shifts it left by the file's successive-approximation bit (up to 13), so a
+// 83-byte progressive JPEG overflows int in stbi__jpeg_decode_block_prog_dc (UBSan, found by
+// fuzz_image; fuzz/regressions/image/int-overflow-prog-dc.jpg). Upstream 2.28 refuses such
+// files with explicit range checks; Debian's 2.27 has none. Signed overflow is undefined
+// behaviour, and an optimiser may assume it never happens. With -fwrapv it is defined as two's
+// complement wrap-around: a corrupt file then decodes to wrong pixels (as it would in any
+// decoder) with every index and length untouched, since none derive from those sums.
+#include "stb_budget.h"
+
+#include <cstdlib>
+
+namespace vitlens::stb {
+thread_local size_t alloc_limit = 0;
+}  // namespace vitlens::stb
+
+static void* stb_alloc(size_t size) {
+  return size <= vitlens::stb::alloc_limit ? std::calloc(1, size) : nullptr;
+}
+static void* stb_realloc(void* p, size_t size) {
+  return size <= vitlens::stb::alloc_limit ? std::realloc(p, size) : nullptr;
+}
+
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_ONLY_PNG
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_BMP
+#define STBI_NO_STDIO
+#define STBI_MALLOC(sz) stb_alloc(sz)
+#define STBI_REALLOC(p, newsz) stb_realloc((p), (newsz))
+#define STBI_FREE(p) std::free(p)
+#include <stb/stb_image.h>
+
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STBI_WRITE_NO_STDIO
+#include <stb/stb_image_write.h>
