@@ -103,7 +103,11 @@ void print_help() {
       "step by step from the input patches to the map (README, \"A guided walk\"): each step's title,\n"
       "formula with the piece computed marked, the tensors read and written, the values drawn (one per\n"
       "token; the map), and for the LRP methods Σ relevance after the step. --walk-query TOKEN draws that\n"
-      "token's rows instead of the method's query q; --walk-matrices adds each step's n × n matrix.\n\n"
+      "token's rows instead of the method's query q; --walk-matrices adds each step's n × n matrix.\n"
+      "--ff-summary (norm-based): the FF's effect on this image per block (atb-res-ln → atb-res-ln-ff):\n"
+      "Spearman ρ of the two maps (whole map, mean over query rows, the row of token --ff-query N,\n"
+      "default 0) and each stage's mixing ratio averaged over the tokens; with --json, as \"ff_summary\"\n"
+      "with ρ of every query row.\n\n"
       "method options (a method rejects the ones it does not read):\n");
   for (const OptionSpec* o : all_options()) {
     std::string users;
@@ -191,8 +195,8 @@ ProgressFn progress_bar(const std::string& method) {
 
 int cmd_explain(int argc, char** argv) {
   // The flags: this command's own, and every method option of the registry (options.h).
-  std::vector<std::string> values = {"input", "method", "save-map", "out", "input-size", "save-stages", "walk", "walk-query"};
-  std::vector<std::string> flags = {"help", "list", "json", "conservation", "progress", "walk-matrices"};
+  std::vector<std::string> values = {"input", "method", "save-map", "out", "input-size", "save-stages", "ff-query", "walk", "walk-query"};
+  std::vector<std::string> flags = {"help", "list", "json", "conservation", "progress", "ff-summary", "walk-matrices"};
   for (const OptionSpec* o : all_options()) {
     (o->kind == OptionKind::flag ? flags : values).push_back(flag_name(*o));
     for (const OptionSpec::Alias& a : o->aliases) flags.push_back(a.word);
@@ -217,9 +221,15 @@ int cmd_explain(int argc, char** argv) {
     throw Error(ErrorCode::bad_argument, "--walk: " + method + " has no guided walk (transformer-attribution, attnlrp and rollout have)");
   if ((args.has("walk-query") || args.has("walk-matrices")) && !args.has("walk"))
     throw Error(ErrorCode::bad_argument, "--walk-query and --walk-matrices go with --walk FILE.json");
+  if ((args.has("ff-summary") || args.has("ff-query")) && method != "norm-based")
+    throw Error(ErrorCode::bad_argument, "--ff-summary needs --method norm-based (it summarises that method's stage maps)");
+  if (args.has("ff-query") && !args.has("ff-summary"))
+    throw Error(ErrorCode::bad_argument, "--ff-query goes with --ff-summary (the query row whose ρ is printed)");
   const std::string image_path = args.positional().size() > 1 ? args.positional()[1] : "";
   const Model m = apply_input_size(load_model_arg(args.positional()[0]), args, image_path);
   const Image x = load_input(args, m.config, image_path);
+  if (args.has("ff-query") && (args.get_int("ff-query", 0) < 0 || args.get_int("ff-query", 0) >= m.config.tokens()))
+    throw Error(ErrorCode::bad_argument, "--ff-query must be a token index in [0, " + std::to_string(m.config.tokens()) + ")");
   // Every option given as a flag, through core's parser in the order the API uses (each value's
   // own checks first; explain() then rejects the ones this method does not read), then the spec's
   // own options on top: an option given both ways is refused (apply_method_spec).
@@ -265,6 +275,7 @@ int cmd_explain(int argc, char** argv) {
                           {"shape", {saved.rows(), saved.cols()}},
                           {"map", std::vector<float>(saved.data(), saved.data() + saved.size())}};
     if (info->reports_relevance) out["conservation"] = report_json(ex.conservation);
+    if (args.has("ff-summary")) out["ff_summary"] = ff_summary_json(ex);
     if (ex.has_completeness)
       out["completeness"] = {{"attribution_sum", ex.completeness.attribution_sum},
                              {"f_input", ex.completeness.f_input},
@@ -293,6 +304,7 @@ int cmd_explain(int argc, char** argv) {
     if (!std::isnan(r.image_sum)) std::printf(", at the pixels %.6g", r.image_sum);
     std::printf(" (--conservation: after each layer)\n");
   }
+  if (args.has("ff-summary")) print_ff_summary(ex, args.get_int("ff-query", 0));
   return 0;
 }
 
