@@ -163,6 +163,15 @@ test('the walk from JS is the native CLI\'s --walk: the same steps and words, va
         else assert.ok(Math.abs(s.relevance - c.relevance) <= 1e-4 * Math.max(1, Math.abs(c.relevance)), `${at} Σ R`);
       });
     }
+    // The CLI refuses a walk it has not, and the walk's flags without --walk.
+    const cli = (...args) => nativeCli('explain', modelPath, '--input', path.join(engine, shape, 'input.npy'), ...args);
+    assert.throws(() => cli('--method', 'lrp', '--walk', path.join(tmp, 'x.json')), (e) =>
+      /error \(bad_argument\): --walk: lrp has no guided walk/.test(String(e.stderr)));
+    assert.throws(() => cli('--method', 'rollout', '--walk-query', '3'), (e) =>
+      /error \(bad_argument\): --walk-query and --walk-matrices go with --walk FILE.json/.test(String(e.stderr)));
+    assert.throws(() => cli('--method', 'rollout', '--walk', path.join(tmp, 'x.json'), '--walk-query', '99'), (e) =>
+      /error \(bad_argument\): walk query 99 is not a token/.test(String(e.stderr)));
+    assert.ok(!fs.existsSync(path.join(tmp, 'x.json')), 'no file for a refused walk');
   } finally {
     fs.rmSync(tmp, { recursive: true, force: true });
     x.delete();
