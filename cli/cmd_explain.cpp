@@ -12,6 +12,8 @@
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/image.h"
 #include "vitlens/methods/methods.h"
+#include "vitlens/methods/walk.h"
+#include "vitlens/io/io.h"
 #include "vitlens/io/npy.h"
 
 namespace vitlens::cli {
@@ -81,7 +83,7 @@ void print_help() {
   std::printf(
       "usage: vitlens explain MODEL (IMAGE | --input x.npy) --method SPEC [OPTIONS]\n"
       "         [--input-size HxW|image] [--save-map map.npy] [--out overlay.png] [--json]\n"
-      "         [--conservation] [--progress]\n"
+      "         [--conservation] [--progress] [--walk walk.json [--walk-query TOKEN] [--walk-matrices]]\n"
       "       vitlens explain --list       (each method with its options, defaults and outputs)\n\n"
       "SPEC is a method name or NAME:key=value[:key=value…], a bare key for a flag or an alias word\n"
       "(transformer-attribution:start-layer=1, transformer-attribution:no-grad, rollout:head-fusion=max);\n"
@@ -97,6 +99,11 @@ void print_help() {
       "interpolate_pos_encoding, without antialiasing).\n"
       "--save-stages FILE.npz (norm-based): every block's map of each stage, the mixing ratios and the\n"
       "per-head atb maps (arrays: README, \"Norm-based analysis\").\n"
+      "--walk FILE.json (transformer-attribution, attnlrp, rollout): the guided walk through the method,\n"
+      "step by step from the input patches to the map (README, \"A guided walk\"): each step's title,\n"
+      "formula with the piece computed marked, the tensors read and written, the values drawn (one per\n"
+      "token; the map), and for the LRP methods Σ relevance after the step. --walk-query TOKEN draws that\n"
+      "token's rows instead of the method's query q; --walk-matrices adds each step's n × n matrix.\n"
       "--ff-summary (norm-based): the FF's effect on this image per block (atb-res-ln → atb-res-ln-ff):\n"
       "Spearman ρ of the two maps (whole map, mean over query rows, the row of token --ff-query N,\n"
       "default 0) and each stage's mixing ratio averaged over the tokens; with --json, as \"ff_summary\"\n"
@@ -188,8 +195,8 @@ ProgressFn progress_bar(const std::string& method) {
 
 int cmd_explain(int argc, char** argv) {
   // The flags: this command's own, and every method option of the registry (options.h).
-  std::vector<std::string> values = {"input", "method", "save-map", "out", "input-size", "save-stages", "ff-query"};
-  std::vector<std::string> flags = {"help", "list", "json", "conservation", "progress", "ff-summary"};
+  std::vector<std::string> values = {"input", "method", "save-map", "out", "input-size", "save-stages", "ff-query", "walk", "walk-query"};
+  std::vector<std::string> flags = {"help", "list", "json", "conservation", "progress", "ff-summary", "walk-matrices"};
   for (const OptionSpec* o : all_options()) {
     (o->kind == OptionKind::flag ? flags : values).push_back(flag_name(*o));
     for (const OptionSpec::Alias& a : o->aliases) flags.push_back(a.word);
@@ -210,6 +217,10 @@ int cmd_explain(int argc, char** argv) {
   const std::string method = info->name;
   if (args.has("save-stages") && method != "norm-based")
     throw Error(ErrorCode::bad_argument, "--save-stages needs --method norm-based (it saves that method's stage maps)");
+  if (args.has("walk") && !has_walk(method))
+    throw Error(ErrorCode::bad_argument, "--walk: " + method + " has no guided walk (transformer-attribution, attnlrp and rollout have)");
+  if ((args.has("walk-query") || args.has("walk-matrices")) && !args.has("walk"))
+    throw Error(ErrorCode::bad_argument, "--walk-query and --walk-matrices go with --walk FILE.json");
   if ((args.has("ff-summary") || args.has("ff-query")) && method != "norm-based")
     throw Error(ErrorCode::bad_argument, "--ff-summary needs --method norm-based (it summarises that method's stage maps)");
   if (args.has("ff-query") && !args.has("ff-summary"))
@@ -240,7 +251,16 @@ int cmd_explain(int argc, char** argv) {
   apply_method_spec(spec, opt, &m.config);
   if (args.has("progress") && info->long_running) opt.progress = progress_bar(method);
 
-  const Explanation ex = explain(m, x, method, opt);
+  ExplainState state;
+  state.set_input(m, x);
+  const Explanation ex = explain(m, state, method, opt);
+  if (args.has("walk")) {
+    WalkOptions w;
+    w.matrices = args.has("walk-matrices");
+    w.query = args.get_int("walk-query", -1);
+    const std::string text = walk_json(method_walk(m, state, method, opt, w));
+    write_file(args.get("walk"), text);
+  }
   const Mat& saved = info->native_pixels ? ex.pixel_map : ex.token_map;
   if (args.has("save-map"))
     write_npy_f32(args.get("save-map"), {saved.rows(), saved.cols()}, saved.data());

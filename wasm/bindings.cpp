@@ -24,6 +24,7 @@
 #include "vitlens/methods/methods.h"
 #include "vitlens/methods/norm_maps.h"
 #include "vitlens/methods/options.h"
+#include "vitlens/methods/walk.h"
 #include "vitlens/metrics/perturbation.h"
 #include "vitlens/io/model_file.h"
 #include "vitlens/tensor/parallel.h"
@@ -331,6 +332,73 @@ val explanation_to_js(const Explanation& ex, const ConservationReport* report) {
   return o;
 }
 
+// A guided walk (walk.h) as JS: per step its words, its tensors, its values as Float32Arrays (null
+// when the step has none) and its Σ relevance (null when none).
+val walk_to_js(const MethodWalk& w) {
+  auto num = [](double v) { return std::isnan(v) ? val::null() : val(v); };
+  auto tensors = [](const std::vector<WalkTensor>& ts) {
+    val a = val::array();
+    for (const WalkTensor& t : ts) {
+      val o = val::object();
+      o.set("name", t.name);
+      val shape = val::array();
+      for (int s : t.shape) shape.call<void>("push", s);
+      o.set("shape", shape);
+      o.set("dims", t.dims);
+      a.call<void>("push", o);
+    }
+    return a;
+  };
+  val steps = val::array();
+  for (const WalkStep& s : w.steps) {
+    val o = val::object();
+    o.set("id", s.id);
+    o.set("title", s.title);
+    o.set("block", s.block);
+    val f = val::object();
+    f.set("before", s.formula.before);
+    f.set("mark", s.formula.mark);
+    f.set("after", s.formula.after);
+    o.set("formula", f);
+    o.set("equation", s.equation);
+    o.set("reads", tensors(s.reads));
+    o.set("writes", tensors(s.writes));
+    o.set("values", s.values);
+    o.set("row", s.row.size() ? float32_out(s.row.data(), size_t(s.row.size())) : val::null());
+    o.set("matrix", mat_out(s.matrix));
+    o.set("map", mat_out(s.map));
+    val shape = val::null();
+    if (s.map.size()) {
+      shape = val::array();
+      shape.call<void>("push", int(s.map.rows()));
+      shape.call<void>("push", int(s.map.cols()));
+    }
+    o.set("mapShape", shape);
+    o.set("relevance", num(s.relevance));
+    val sums = val::array();
+    for (const WalkSum& p : s.sums) {
+      val so = val::object();
+      so.set("label", p.label);
+      so.set("value", num(p.value));
+      sums.call<void>("push", so);
+    }
+    o.set("sums", sums);
+    o.set("conservation", s.conservation);
+    val layers = val::array();
+    for (const std::string& l : s.layers) layers.call<void>("push", l);
+    o.set("layers", layers);
+    steps.call<void>("push", o);
+  }
+  val out = val::object();
+  out.set("method", w.method);
+  out.set("target", w.target);
+  out.set("query", w.query);
+  out.set("queryText", w.query_text);
+  out.set("seed", num(w.seed));
+  out.set("steps", steps);
+  return out;
+}
+
 val predictions_to_js(const Config& c, const std::vector<Prediction>& top) {
   val out = val::array();
   for (const Prediction& p : top) {
@@ -437,6 +505,30 @@ class WasmInput {
       const MethodInfo& info = apply_method_spec(spec, opt, &model_->config);
       const Explanation ex = explain(*model_, state_, info.name, opt);
       return explanation_to_js(ex, info.reports_relevance ? &ex.conservation : nullptr);
+    });
+  }
+
+  // The guided walk through `method_spec` (transformer-attribution, attnlrp, rollout: core's
+  // method_walk) on this input. `options`: the method's options as explain() takes them, and two
+  // of the walk's own: query (a token whose rows the steps draw; −1, the default, the method's
+  // query q) and matrices (default true: each step's n×n matrix where the matrix is the point).
+  val walk_js(val method_spec, val options) {
+    return guarded([&] {
+      const std::string spec = string_arg(method_spec, "method");
+      const val given = options_object(options);
+      WalkOptions w;
+      w.query = int_option(given, "query", -1);
+      w.matrices = bool_option(given, "matrices", true);
+      // The method's own options: everything else (core rejects the keys the method does not read).
+      val rest = val::global("Object").call<val>("assign", val::object(), given);
+      rest.delete_("query");
+      rest.delete_("matrices");
+      if (!rest["intermediates"].isUndefined())
+        throw Error(ErrorCode::bad_argument, "walk takes no intermediates option: its steps carry them");
+      Image baseline;
+      MethodOptions opt = options_from_js(rest, model_->config, baseline);
+      const MethodInfo& info = apply_method_spec(spec, opt, &model_->config);
+      return walk_to_js(method_walk(*model_, state_, info.name, opt, w));
     });
   }
 
@@ -948,6 +1040,7 @@ val methods_js() {
     o.set("longRunning", m.long_running);
     o.set("stepFormula", std::string(m.step_formula));
     o.set("featured", m.featured);
+    o.set("walk", has_walk(m.name));
     out.call<void>("push", o);
   }
   return out;
@@ -993,6 +1086,7 @@ EMSCRIPTEN_BINDINGS(vitlens) {
       .function("logits", &WasmInput::logits)
       .function("tensor", &WasmInput::tensor)
       .function("explain", &WasmInput::explain_js)
+      .function("walk", &WasmInput::walk_js)
       .function("attention", &WasmInput::attention)
       .function("attentionGrads", &WasmInput::attention_grads)
       .function("perturbation", &WasmInput::perturbation)

@@ -154,6 +154,8 @@ export interface MethodInfo {
   stepFormula: string;
   /** The method a front end opens with (one in the registry). */
   featured: boolean;
+  /** The method has a guided walk (Input.walk): transformer-attribution, attnlrp, rollout. */
+  walk: boolean;
 }
 
 /**
@@ -277,6 +279,65 @@ export interface NormImageBlock {
   mixingMean: Record<NormStageName, number>;
 }
 
+/** A tensor a walk step reads or writes: its name as the formula writes it, its shape, the shape in symbols. */
+export interface WalkTensor {
+  name: string; // "A_3", "R(x')"
+  shape: number[]; // e.g. [3, 197, 197]
+  dims: string; // "H × n × n"
+}
+
+/** One step of a guided walk (core's WalkStep, core/include/vitlens/methods/walk.h). */
+export interface WalkStep {
+  /** Stable: "input", "seed", "head", "norm", "block.3.attn", "block.3.grad", …, "prenorm", "map", "pixels". */
+  id: string;
+  title: string;
+  /** 0-based block, −1 outside the blocks. */
+  block: number;
+  /** The method's formula, the piece computed at this step marked: before + mark + after. */
+  formula: { before: string; mark: string; after: string };
+  /** What the step computes, written out (the rule, for a relevance step). */
+  equation: string;
+  reads: WalkTensor[];
+  writes: WalkTensor[];
+  /** What row / matrix / map are. */
+  values: string;
+  /** n values, one per token (prefix tokens first): the query's row of a matrix, or Σ_d R per token. */
+  row: Float32Array | null;
+  /** n×n row-major, where the matrix is the point (options.matrices). */
+  matrix: Float32Array | null;
+  /** The method's map: its token map (gridH × gridW) at the step "map", its pixel map (H × W) at "pixels". */
+  map: Float32Array | null;
+  mapShape: [number, number] | null;
+  /** LRP methods: Σ relevance after this step (the conservation report's number); null where none. */
+  relevance: number | null;
+  /** Its parts: what arrives, a rule's shares, the change at the step. */
+  sums: Array<{ label: string; value: number | null }>;
+  /** Where relevance is conserved at this step and where not, in words ("" without relevance). */
+  conservation: string;
+  /** The conservation report's layers the step covers. */
+  layers: string[];
+}
+
+/** Input.walk: the guided walk through a method, from the input patches to the map. */
+export interface MethodWalk {
+  method: "transformer-attribution" | "attnlrp" | "rollout";
+  target: number;
+  /** −1: the method's query q; else the token whose rows the steps draw. */
+  query: number;
+  queryText: string;
+  /** LRP methods: Σ R at the logits; null for rollout. */
+  seed: number | null;
+  steps: WalkStep[];
+}
+
+/** Options of Input.walk: the method's (as explain takes them, without intermediates) and the walk's own. */
+export type WalkOptions = Omit<ExplainOptions, 'intermediates' | 'onProgress'> & {
+  /** A token (0 … n−1) whose rows the steps draw; default −1, the method's query q. */
+  query?: number;
+  /** Each step's n×n matrix where the matrix is the point; default true. */
+  matrices?: boolean;
+};
+
 /** One direction of the perturbation test of a map on an input (core's perturbation_curve, as
  * `vitlens eval` runs it): step s = 0 … 9 removes the first removed[s] = floor(n·s/10) pixels in
  * core's perturbation order (ties: lower pixel index first, both directions), set to 0 in [0, 1]. */
@@ -342,6 +403,13 @@ export interface Input {
    * Throws "bad_argument: ..." for an unknown method or an option out of range.
    */
   explain(method: MethodSpec, options: ExplainOptions): Explanation;
+  /**
+   * The guided walk through transformer-attribution, attnlrp or rollout (a name or a spec) on this
+   * input: its steps from the input patches to the map, each with the formula's piece it computes,
+   * the tensors it reads and writes, its values and (LRP methods) Σ relevance. Reuses the input's
+   * passes. Throws "bad_argument: ..." for another method or a query that is not a token.
+   */
+  walk(method: MethodSpec, options: WalkOptions): MethodWalk;
   /** Per block, per head: A (n×n row-major, row i = query i). */
   attention(): Float32Array[][];
   /** Per block, per head: ∂y_t/∂A for class `target` (−1 = the predicted class). */

@@ -20,6 +20,7 @@ import { createOptionsView } from './views/options.js';
 import { createPerturbationView } from './views/perturbation.js';
 import { createPredictionView } from './views/prediction.js';
 import { createTeachingView } from './views/teaching.js';
+import { createWalkView } from './views/walk.js';
 
 const WASM_URL = new URL('./wasm/vitlens.js', location.href).href;
 // The pthreads build, used by the worker when the page is cross-origin isolated (COOP/COEP).
@@ -143,6 +144,7 @@ async function main() {
   v.inputSize = createInputSizeView(app);
   v.options = createOptionsView(app);
   v.grid = createGridView(app);
+  v.walk = createWalkView(app);
   v.teaching = createTeachingView(app);
   v.matrices = createMatricesView(app);
   v.ff = createFfView(app);

@@ -65,8 +65,9 @@ function el(name, attrs = {}, text) {
 
 // A line chart in an <svg>: series [{ name, x: number[], y: number[], colour, dash? }], axes with
 // a few ticks, a legend, and one <circle> per point carrying data-series, data-x and data-y.
-// xLabels (optional) replaces the numeric x ticks by names at the given x positions.
-export function lineChart(svg, series, { width = 440, height = 240, xLabel = '', yLabel = '', yMin, yMax, xTicks, xLabels, refLine } = {}) {
+// xLabels (optional) replaces the numeric x ticks by names at the given x positions; markX (optional)
+// draws a vertical line (class "mark") at that x; xMin / xMax widen the x range beyond the points'.
+export function lineChart(svg, series, { width = 440, height = 240, xLabel = '', yLabel = '', yMin, yMax, xMin, xMax, xTicks, xLabels, refLine, markX } = {}) {
   svg.replaceChildren();
   svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
   svg.setAttribute('width', width);
@@ -74,8 +75,8 @@ export function lineChart(svg, series, { width = 440, height = 240, xLabel = '',
   const pad = { l: 52, r: 12, t: 24, b: xLabels ? 84 : 38 };
   const xs = series.flatMap((s) => s.x);
   const ys = series.flatMap((s) => s.y).concat(refLine !== undefined ? [refLine] : []);
-  const x0 = Math.min(...xs);
-  const x1 = Math.max(...xs);
+  const x0 = Math.min(...xs, xMin ?? Infinity);
+  const x1 = Math.max(...xs, xMax ?? -Infinity);
   let y0 = yMin ?? Math.min(...ys);
   let y1 = yMax ?? Math.max(...ys);
   if (!(y1 > y0)) {
@@ -109,6 +110,7 @@ export function lineChart(svg, series, { width = 440, height = 240, xLabel = '',
   axis.append(el('text', { x: 12, y: pad.t - 10, 'text-anchor': 'start' }, yLabel));
   svg.append(axis);
   if (refLine !== undefined) svg.append(el('line', { class: 'ref', x1: pad.l, y1: py(refLine), x2: width - pad.r, y2: py(refLine) }));
+  if (markX !== undefined) svg.append(el('line', { class: 'mark', 'data-x': markX, x1: px(markX), y1: pad.t, x2: px(markX), y2: height - pad.b }));
   series.forEach((s, si) => {
     const g = el('g', { class: 'series', 'data-series': s.name });
     g.append(el('polyline', {

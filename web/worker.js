@@ -2,8 +2,8 @@
 //
 // Protocol (a small typed union; see client.js for the main-thread side):
 //   request  main → worker   { type, id, in }           type: init | loadModel | importModel |
-//                                                             saveModel | prepare | release | explain | teach |
-//                                                             attattr | normStages | normFf | perturb | stats | cancel
+//                                                             saveModel | prepare | release | explain | walk |
+//                                                             teach | attattr | normStages | normFf | perturb | stats | cancel
 //   reply    worker → main   { type: 'result', id, out }
 //                            { type: 'error',  id, err: { code, message } }
 //                            { type: 'progress', id, out: { fraction } }   (long methods and
@@ -290,6 +290,19 @@ const handlers = {
     const ex = x.explain(method, options ?? {});
     ex.ms = performance.now() - t0;
     return { out: ex, transfer: buffersOf(ex) };
+  },
+
+  // The guided walk through a method on the image (Input.walk: core's method_walk): its steps, each
+  // row, matrix and map a transferred Float32Array; `options` the method's and the walk's (query,
+  // matrices).
+  async walk({ image, method, options }) {
+    const { x } = inputOf(image);
+    const t0 = performance.now();
+    const w = x.walk(method, options ?? {});
+    w.ms = performance.now() - t0;
+    const transfer = [];
+    for (const s of w.steps) for (const k of ['row', 'matrix', 'map']) if (s[k]) transfer.push(s[k].buffer);
+    return { out: w, transfer };
   },
 
   // The teaching views: per block, per head, A and (when `grads`) ∂y_t/∂A of the image.

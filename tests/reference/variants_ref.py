@@ -465,10 +465,15 @@ def eps_mean(R, X):
 MEAN_RULE = {"chefer": chefer_mean, "attnlrp": eps_mean}
 
 
-def relevance_pass(w, cfg, tr, target, rules, to_pixels=False):
+def relevance_pass(w, cfg, tr, target, rules, to_pixels=False, tokens=None):
     """Relevance from the logits through the traced forward pass with `rules` (methods_ref.CHEFER
     or methods_ref.ATTNLRP). Returns dict: R_A (per block (H, n, n), right after the A·v rule),
-    R_tokens (n, d) at E0, R_image (C, H, W) if to_pixels, log rows, block_input_sums, seed_sum."""
+    R_tokens (n, d) at E0, R_image (C, H, W) if to_pixels, log rows, block_input_sums, seed_sum.
+    `tokens`, a dict if given, receives per token the Σ over features (and heads) of the relevance
+    at the points the guided walk draws (make_walk_fixtures.py): "pool", "output", "e0" (n each)
+    and "blocks" (per block a dict name → (n))."""
+    def tsum(r):                                 # (n, …) → (n): Σ over everything but the token
+        return r.reshape(r.shape[0], -1).sum(dim=1)
     with torch.no_grad():
         d, H, dh, n, k = cfg.dim, cfg.heads, cfg.head_dim, cfg.tokens, cfg.prefix
         log = M.Log()
@@ -510,6 +515,9 @@ def relevance_pass(w, cfg, tr, target, rules, to_pixels=False):
             log("norm", R_z, R_x)
         else:
             R_x = R_z
+        if tokens is not None:
+            tokens["pool"], tokens["output"] = tsum(R_z), tsum(R_x)
+            tokens["blocks"] = [None] * cfg.depth
 
         R_A = [None] * cfg.depth
         block_sums = [None] * cfg.depth
@@ -557,15 +565,26 @@ def relevance_pass(w, cfg, tr, target, rules, to_pixels=False):
             R_x_att = rules.layernorm(R_ln1, bt["x"], bt["ln1"], bp["norm1_w"], bp["norm1_b"],
                                       cfg.ln_eps)
             log(pre + "norm1", R_ln1, R_x_att)
+            R_x_out = R_x
             R_x = R_res1 + R_x_att
             log(pre + "clone1", R_res1 + R_x_att, R_x)
             block_sums[b] = M.total(R_x)
+            if tokens is not None:
+                tokens["blocks"][b] = OrderedDict([
+                    ("output", tsum(R_x_out)), ("residual2", tsum(R_res2)), ("ff_branch", tsum(R_lsf)),
+                    ("ff_in", tsum(R_ln2)), ("ff_path", tsum(R_mid_f)), ("mid", tsum(R_mid)),
+                    ("residual1", tsum(R_res1)), ("attn_branch", tsum(R_lso)), ("ctx", tsum(R_ctx)),
+                    ("q", tsum(R_q.permute(1, 0, 2))), ("k", tsum(R_kT.permute(2, 0, 1))),
+                    ("v", tsum(R_v.permute(1, 0, 2))), ("attn_in", tsum(R_ln1)),
+                    ("attn_path", tsum(R_x_att)), ("input", tsum(R_x))])
         if cfg.pre_norm:
             R_E0 = rules.layernorm(R_x, det(tr["E0"]), det(tr["x0"]), w.norm_pre[0], w.norm_pre[1],
                                    cfg.ln_eps)
             log("norm_pre", R_x, R_E0)
         else:
             R_E0 = R_x
+        if tokens is not None:
+            tokens["e0"] = tsum(R_E0)
 
         out = {"R_A": R_A, "R_tokens": R_E0, "seed_sum": seed_sum,
                "block_input_sums": block_sums, "log": log.rows}

@@ -13,8 +13,6 @@
 
 namespace vitlens::detail {
 
-namespace {
-
 // rollout's head fusion: elementwise mean, max or min over the heads.
 MatD fuse_heads(const std::vector<Mat>& attn, HeadFusion fusion) {
   if (fusion == HeadFusion::mean) return head_mean(attn);
@@ -41,6 +39,8 @@ void discard_lowest(MatD& f, double ratio) {
   for (size_t i = 0; i < std::min(count, order.size()); ++i)
     if (order[i] != 0) f.data()[order[i]] = 0.0;
 }
+
+namespace {
 
 // The map row qᵀ·step_{L−1}·…·step_s and, if asked, the accumulated products in forward order.
 Eigen::RowVectorXd rollout_row(const std::vector<MatD>& steps, int start, const Config& c,

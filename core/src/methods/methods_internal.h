@@ -42,4 +42,15 @@ MatD head_mean(const std::vector<Mat>& mats);
 // Fills out.blocks (when asked) with E_h[A_b] for every block and, if `g`, E_h[∇A_b].
 void add_attention_intermediates(Explanation& out, const Trace& tr, const Grads* g);
 
+// rollout's head fusion of the H (n, n) attention matrices: elementwise mean, max or min.
+MatD fuse_heads(const std::vector<Mat>& attn, HeadFusion fusion);
+// rollout's discard: zeroes the floor(ratio·n²) smallest entries of f (ties: lower row-major index
+// first) except (0, 0).
+void discard_lowest(MatD& f, double ratio);
+
+// The relevance pass of Chefer's rules with the linear and add rules `opt` asks for (`rules`
+// receives them): st.chefer for the paper's rules (shared by every method that uses them),
+// st.chefer_variant otherwise.
+RelevancePass& chefer_pass(ExplainState& st, const MethodOptions& opt, LrpRules& rules);
+
 }  // namespace vitlens::detail

@@ -30,14 +30,6 @@ MatD relevance_bar(const std::vector<MatD>& r_attn, const std::vector<Mat>* weig
   return bar / double(r_attn.size());
 }
 
-// The relevance pass of Chefer's rules with the linear and add rules `opt` asks for: st.chefer for
-// the paper's rules (shared by every method that uses them), st.chefer_variant otherwise.
-RelevancePass& chefer_pass(ExplainState& st, const MethodOptions& opt, LrpRules& rules) {
-  rules = chefer_rules(opt.linear_rule == CheferLinear::separate ? LinearRule::alpha1beta0_separate : LinearRule::alpha1beta0,
-                       opt.add_rule == CheferAdd::plain ? AddRule::plain : AddRule::normalised);
-  return same_rules(rules, kCheferRules) ? st.chefer : st.chefer_variant;
-}
-
 void add_relevance_intermediates(Explanation& out, const RelevancePass& pass) {
   for (size_t b = 0; b < out.blocks.size(); ++b) {
     const std::vector<MatD>& r = pass.r_attn[b];
@@ -59,6 +51,12 @@ Mat token_relevance(const RelevancePass& pass, const Config& c) {
 }
 
 }  // namespace
+
+RelevancePass& chefer_pass(ExplainState& st, const MethodOptions& opt, LrpRules& rules) {
+  rules = chefer_rules(opt.linear_rule == CheferLinear::separate ? LinearRule::alpha1beta0_separate : LinearRule::alpha1beta0,
+                       opt.add_rule == CheferAdd::plain ? AddRule::plain : AddRule::normalised);
+  return same_rules(rules, kCheferRules) ? st.chefer : st.chefer_variant;
+}
 
 // Chefer, Gur & Wolf 2021: Ā_b = E_h[(∇A_b ⊙ R_{A_b})⁺], C = (I + Ā_L)·…·(I + Ā_s), no row
 // normalisation; map = C[0, 1:] (qᵀC on the patch columns). The ablations: Ā_b = E_h[(R_{A_b})⁺]

@@ -76,6 +76,9 @@ void log_layer(ConservationReport& rep, const std::string& layer, double out, do
   rep.layers.push_back({layer, out, in});
 }
 
+// Σ over the columns of r per row: (n, ·) → (n), a token's share of the relevance.
+VecD token_sums(const MatD& r) { return r.rowwise().sum(); }
+
 // From the seed at the logits to the relevance at the last block's output: the head (one linear
 // layer on the pool parts), fc_norm, the pooling, the final norm.
 void propagate_head(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules) {
@@ -119,12 +122,14 @@ void propagate_head(RelevancePass& pass, const Model& m, const TraceD& t, const 
     }
   }
   log_layer(rep, "pool", r_pooled.sum(), r_lnf.sum());
+  pass.pool_tokens = token_sums(r_lnf);
   if (c.final_norm) {
     layernorm_relevance(pass.r, r_lnf, t.x_final, t.ln_f, t.lnf_rstd, p.norm_w, rules.layernorm);
     log_layer(rep, "norm", r_lnf.sum(), pass.r.sum());
   } else {
     pass.r = std::move(r_lnf);
   }
+  pass.output_tokens = token_sums(pass.r);
 }
 
 // γ ⊙ branch per row (formed in buf), or the branch itself, not copied, without LayerScale.
@@ -142,38 +147,55 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   ConservationReport& rep = pass.report;
   LrpScratch& s = pass.scratch;
   const std::string pre = "blocks." + std::to_string(b) + ".";
+  BlockTokenRelevance& tok = pass.block_tokens[size_t(b)];
+  const Eigen::Index d = pass.r.cols();
+  tok.output = token_sums(pass.r);
   MatD r_res, r_branch, r_tmp, r_tmp2;  // (n, d) or (n, mlp)
   MatD branch_scaled;                   // (n, d) γ ⊙ branch, LayerScale only
   // x_{b+1} = x' + γ2 ⊙ f; LayerScale passes the branch's relevance to f unchanged
   add_relevance(r_res, r_branch, pass.r, bt.x_mid, scaled(branch_scaled, bt.mlp_out, w.ls2), rules.add);
   log_layer(rep, pre + "add2", pass.r.sum(), r_res.sum() + r_branch.sum());
+  tok.residual2 = token_sums(r_res);
+  tok.ff_branch = token_sums(r_branch);
   linear_relevance(r_tmp, r_branch, bt.act, bt.mlp_out, w.fc2_w, w.fc2_b, rules.linear, s);
   log_layer(rep, pre + "mlp.fc2", r_branch.sum(), r_tmp.sum());
   log_layer(rep, pre + "mlp.act", r_tmp.sum(), r_tmp.sum());  // GELU: identity
   linear_relevance(r_tmp2, r_tmp, bt.ln2, bt.fc1, w.fc1_w, w.fc1_b, rules.linear, s);
   log_layer(rep, pre + "mlp.fc1", r_tmp.sum(), r_tmp2.sum());
+  tok.ff_in = token_sums(r_tmp2);
   layernorm_relevance(r_tmp, r_tmp2, bt.x_mid, bt.ln2, bt.ln2_rstd, w.norm2_w, rules.layernorm);
   log_layer(rep, pre + "norm2", r_tmp2.sum(), r_tmp.sum());
+  tok.ff_path = token_sums(r_tmp);
   r_res += r_tmp;  // x' feeds both the residual and LN2: the branch relevances add
   log_layer(rep, pre + "clone2", r_res.sum(), r_res.sum());
+  tok.mid = token_sums(r_res);
   // x' = x_b + γ1 ⊙ o
   add_relevance(r_tmp, r_branch, r_res, bt.x, scaled(branch_scaled, bt.attn_out, w.ls1), rules.add);
   log_layer(rep, pre + "add1", r_res.sum(), r_tmp.sum() + r_branch.sum());
+  tok.residual1 = token_sums(r_tmp);
+  tok.attn_branch = token_sums(r_branch);
   MatD r_ctx, r_qkv;  // (n, d), (n, 3d)
   linear_relevance(r_ctx, r_branch, bt.ctx, bt.attn_out, w.proj_w, w.proj_b, rules.linear, s);
   log_layer(rep, pre + "attn.proj", r_branch.sum(), r_ctx.sum());
+  tok.ctx = token_sums(r_ctx);
   const AttentionRelevanceSums a =
       attention_relevance(r_qkv, pass.r_attn[size_t(b)], r_ctx, bt.qkv, bt.attn, bt.ctx,
                           int(bt.attn.size()), rules.product, rules.softmax, s);
   log_layer(rep, pre + "attn.A_v", r_ctx.sum(), a.attn + a.v);
   log_layer(rep, pre + "attn.softmax", a.attn, a.scores);
   log_layer(rep, pre + "attn.q_kT", a.scores, a.q + a.k);
+  tok.q = r_qkv.leftCols(d).rowwise().sum();  // r_qkv = [R_q | R_k | R_v], heads inside each
+  tok.k = r_qkv.middleCols(d, d).rowwise().sum();
+  tok.v = r_qkv.rightCols(d).rowwise().sum();
   linear_relevance(r_res, r_qkv, bt.ln1, bt.qkv, w.qkv_w, w.qkv_b, rules.linear, s);
   log_layer(rep, pre + "attn.qkv", r_qkv.sum(), r_res.sum());
+  tok.attn_in = token_sums(r_res);
   layernorm_relevance(r_branch, r_res, bt.x, bt.ln1, bt.ln1_rstd, w.norm1_w, rules.layernorm);
   log_layer(rep, pre + "norm1", r_res.sum(), r_branch.sum());
+  tok.attn_path = token_sums(r_branch);
   pass.r = r_tmp + r_branch;  // x_b feeds both the residual and LN1
   log_layer(rep, pre + "clone1", pass.r.sum(), pass.r.sum());
+  tok.input = token_sums(pass.r);
   rep.block_input_sums[size_t(b)] = pass.r.sum();
 }
 
@@ -190,6 +212,7 @@ void propagate_embedding(RelevancePass& pass, const Model& m, const TraceD& t, c
     layernorm_relevance(r_e0, pass.r, t.tokens, t.blocks[0].x, t.pre_rstd, p.pre_norm_w, rules.layernorm);
     log_layer(rep, "norm_pre", pass.r.sum(), r_e0.sum());
   }
+  pass.e0_tokens = token_sums(r_e0);
   MatD r_added(c.pos_rows(), c.dim);  // the rows of E0 the add produced, in pos_embed's order
   r_added.topRows(kpos) = r_e0.topRows(kpos);
   r_added.bottomRows(P) = r_e0.bottomRows(P);
@@ -219,6 +242,8 @@ void lrp_propagate(RelevancePass& pass, const Model& m, const TraceD& t, const L
     pass.next_block = c.depth - 1;
     pass.at_pixels = false;
     pass.r_attn.assign(size_t(c.depth), {});
+    pass.block_tokens.assign(size_t(c.depth), {});
+    pass.e0_tokens.resize(0);
     pass.pixel_map.resize(0, 0);
     pass.report = ConservationReport();
     pass.report.block_input_sums.assign(size_t(c.depth), std::numeric_limits<double>::quiet_NaN());

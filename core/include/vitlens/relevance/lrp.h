@@ -99,6 +99,25 @@ struct ConservationReport {
   double image_sum = std::numeric_limits<double>::quiet_NaN();   // Σ R at the pixels, if reached
 };
 
+// Per token, Σ over the features (and heads) of the relevance at the points of one block that the
+// guided walk draws (walk.h), each (n): what a token holds of the relevance there. Recorded by every
+// pass (a row sum per point: O(n·d), against the rules' O(n·d²)).
+struct BlockTokenRelevance {
+  VecD output;       // at the block's output x_{b+1}
+  VecD residual2;    // add2's share to x' (the residual)
+  VecD ff_branch;    // add2's share to the FF branch γ2 ⊙ f (f itself: LayerScale passes it on)
+  VecD ff_in;        // at LN2's output, after fc2, the activation and fc1
+  VecD ff_path;      // at x' through LN2
+  VecD mid;          // at x' (residual2 + ff_path)
+  VecD residual1;    // add1's share to x_b (the residual)
+  VecD attn_branch;  // add1's share to the attention branch γ1 ⊙ o
+  VecD ctx;          // at the heads' outputs (A·v, concatenated), after proj
+  VecD q, k, v;      // at q, k, v, after the A·v, softmax and q·kᵀ rules
+  VecD attn_in;      // at LN1's output, after W_qkv
+  VecD attn_path;    // at x_b through LN1
+  VecD input;        // at x_b (residual1 + attn_path)
+};
+
 // One rule set's pass for one target, carried top-down only as far as the methods asked so far;
 // a later call that needs more continues from where it stopped.
 struct RelevancePass {
@@ -111,6 +130,12 @@ struct RelevancePass {
   MatD r_tokens;                // (n, d) relevance at E0 (after norm_pre), when at_pixels
   MatD pixel_map;               // (H, W) Σ_c R at the input, when at_pixels
   ConservationReport report;
+  // Σ_d R per token (n): at the final norm's output (after the head and the pooling), at the last
+  // block's output (after the final norm), per block (L; empty for blocks not reached), at E0
+  // (when at_pixels).
+  VecD pool_tokens, output_tokens;
+  std::vector<BlockTokenRelevance> block_tokens;
+  VecD e0_tokens;
   LrpScratch scratch;
 };
 
