@@ -13,6 +13,7 @@ import { createExplanationView } from './views/explanation.js';
 import { createFilesView } from './views/files.js';
 import { createGalleryView } from './views/gallery.js';
 import { createGridView } from './views/grid.js';
+import { createHeadsView } from './views/heads.js';
 import { createInputSizeView } from './views/input_size.js';
 import { createMatricesView } from './views/matrices.js';
 import { createOptionsView } from './views/options.js';
@@ -143,6 +144,7 @@ async function main() {
   v.options = createOptionsView(app);
   v.grid = createGridView(app);
   v.teaching = createTeachingView(app);
+  v.heads = createHeadsView(app);
   v.matrices = createMatricesView(app);
   v.perturbation = createPerturbationView(app);
   v.gallery = createGalleryView(app);
