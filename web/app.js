@@ -10,6 +10,7 @@ import { emit } from './events.js';
 import { $ } from './views/util.js';
 import { createEditorView } from './views/editor.js';
 import { createExplanationView } from './views/explanation.js';
+import { createFfView } from './views/ff.js';
 import { createFilesView } from './views/files.js';
 import { createGalleryView } from './views/gallery.js';
 import { createGridView } from './views/grid.js';
@@ -146,6 +147,7 @@ async function main() {
   v.teaching = createTeachingView(app);
   v.heads = createHeadsView(app);
   v.matrices = createMatricesView(app);
+  v.ff = createFfView(app);
   v.perturbation = createPerturbationView(app);
   v.gallery = createGalleryView(app);
   v.files = createFilesView(app);
