@@ -456,7 +456,7 @@ class WasmInput {
   // 'taylor-prob' (this image's heads by core's image_head_ranking; needs an input without a head
   // mask), count (the first `count` heads of the order only), target = −1 (the unpruned
   // prediction), and for the attattr ranking steps = 20, threads, attattr (an explanation's attattr
-  // for this input and target, reused)}. Returns {target, original, ranking ('order' when given),
+  // for this input and target, reused); onProgress(fraction) as explain's: returning false cancels}. Returns {target, original, ranking ('order' when given),
   // order, heads ('B.H' each), prob, logit, top (k = 0 … K), firstChange (−1: none), and for a
   // ranking scores (depth × heads)}.
   val pruning_curve(val options) const {
@@ -468,6 +468,14 @@ class WasmInput {
       const bool has_ranking = !ranking_js.isUndefined() && !ranking_js.isNull();
       if (has_order == has_ranking) throw Error(ErrorCode::bad_argument, "pruningCurve needs either order or ranking");
       const int target = resolve_target(int_option(o, "target", -1));
+      // onProgress(fraction): the attattr ranking's matrices the first 70 %, the curve the rest;
+      // returning false cancels (Error "cancelled: …").
+      const val on_progress = o["onProgress"];
+      if (!on_progress.isUndefined() && !on_progress.isNull() && on_progress.typeOf().as<std::string>() != "function")
+        throw Error(ErrorCode::bad_argument, "option onProgress must be a function");
+      const bool reports = !on_progress.isUndefined() && !on_progress.isNull();
+      double from = 0.0, span = 1.0;  // the share of the bar the current step fills
+      const ProgressFn progress = [&](double f) { return !reports || !on_progress(from + span * f).isFalse(); };
       std::vector<int> order;
       val result = val::object();
       if (has_order) {
@@ -487,7 +495,13 @@ class WasmInput {
         if (!ranking_js.isString()) throw Error(ErrorCode::bad_argument, "option ranking must be a string");
         const HeadRanking r = parse_head_ranking(ranking_js.as<std::string>());
         int attr_target = target;
-        const std::vector<AttAttrBlock> attr = r == HeadRanking::attattr ? attattr_of(options, attr_target) : std::vector<AttAttrBlock>{};
+        const bool computes = r == HeadRanking::attattr && (o["attattr"].isUndefined() || o["attattr"].isNull());
+        if (computes) span = 0.7;
+        const std::vector<AttAttrBlock> attr = r == HeadRanking::attattr ? attattr_of(options, attr_target, progress) : std::vector<AttAttrBlock>{};
+        if (computes) {
+          from = 0.7;
+          span = 0.3;
+        }
         const ImageHeadRanking ranked = image_head_ranking(*model_, state_.trace, target, r, attr);
         order = ranked.order;
         result.set("ranking", std::string(head_ranking_name(r)));
@@ -496,7 +510,7 @@ class WasmInput {
       const int count = int_option(o, "count", int(order.size()));
       if (count < 0) throw Error(ErrorCode::bad_argument, "option count must be ≥ 0");
       if (size_t(count) < order.size()) order.resize(size_t(count));
-      const ImagePruningCurve curve = image_pruning_curve(*model_, x_, order, target);
+      const ImagePruningCurve curve = image_pruning_curve(*model_, x_, order, target, progress);
       val heads = val::array();
       for (int f : curve.order) heads.call<void>("push", head_name(f, c));
       result.set("target", curve.target);
@@ -674,8 +688,9 @@ class WasmInput {
     return arg_max ? arg_max_class(state_.trace.logits) : top_k(c, state_.trace.logits, 1)[0].cls;
   }
 
-  // The attattr blocks the options give, or computed for their target and steps.
-  std::vector<AttAttrBlock> attattr_of(const val& options, int& target) const {
+  // The attattr blocks the options give, or computed for their target and steps (reporting to
+  // `progress`, which may be empty, and stopping with Error(cancelled) when it returns false).
+  std::vector<AttAttrBlock> attattr_of(const val& options, int& target, const ProgressFn& progress = {}) const {
     const val o = options_object(options);
     target = resolve_target(int_option(o, "target", -1));
     const val given = o["attattr"];
@@ -684,7 +699,7 @@ class WasmInput {
     if (steps < 1 || steps > 10000) throw Error(ErrorCode::bad_argument, "option steps must be 1…10000");
     const int threads = int_option(o, "threads", thread_limit());
     if (threads < 1) throw Error(ErrorCode::bad_argument, "option threads must be at least 1");
-    return attattr_blocks(*model_, state_.trace, target, steps, threads);
+    return attattr_blocks(*model_, state_.trace, target, steps, threads, progress);
   }
 
   std::shared_ptr<const Model> model_;  // shared with the Model handle and the other inputs

@@ -331,6 +331,9 @@ export interface PruningCurveOptions extends AttattrQuery {
   ranking?: "attattr" | "attention-max" | "attention-confidence" | "attention" | "taylor-loss" | "taylor-prob";
   /** Only the first `count` heads of the order. */
   count?: number;
+  /** Called with the fraction done (the attattr ranking's matrices, then the curve); returning
+   * false cancels (Error "cancelled: …"). */
+  onProgress?: (fraction: number) => boolean | void;
 }
 
 /** One image's pruning curve (core's image_pruning_curve): k = 0 … K heads of `order` off. */

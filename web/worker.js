@@ -396,11 +396,11 @@ const handlers = {
   // l·H + h) or of a ranking of this image's heads ('attattr', 'attention-confidence', …; for
   // attattr the explanation's `attattr` may be sent back) switched off one after another, the
   // first `count` only: { target, original, ranking, order, heads, prob, logit, top, firstChange,
-  // scores, ms }.
-  async prune({ image, order, ranking, target = -1, attattr, count }) {
+  // scores, ms }. Progress and the shared cancel flag as explain's.
+  async prune({ image, order, ranking, target = -1, attattr, count, cancelFlag }) {
     const { x } = inputOf(image);
     const t0 = performance.now();
-    const options = { target };
+    const options = { target, onProgress: progressOption(running?.id, cancelFlag) };
     if (order !== undefined) options.order = order;
     if (ranking !== undefined) options.ranking = ranking;
     if (attattr !== undefined) options.attattr = attattr;

@@ -147,6 +147,14 @@ test('bad masks and options are refused with their reasons', async () => {
     assert.throws(() => x.pruningCurve({ order: [1], target: 5 }), /^Error: bad_argument: target class 5 is out of range/);
     assert.throws(() => masked.pruningCurve({ ranking: 'attention-confidence' }), /^Error: bad_argument: the ranking needs the forward pass with every head on/);
     assert.throws(() => masked.perturbation(new Float32Array(24 * 40), {}), /^Error: bad_argument: the perturbation test runs the model with every head on/);
+    // Progress: the attattr ranking's matrices, then the curve, up to 1; false cancels.
+    const fractions = [];
+    x.pruningCurve({ ranking: 'attattr', steps: 3, onProgress: (f) => { fractions.push(f); } });
+    assert.ok(fractions.length >= 12 && fractions.every((f, k) => k === 0 || f >= fractions[k - 1]), `ascending: ${fractions}`);
+    assert.ok(Math.abs(fractions.at(-1) - 1) < 1e-12 && fractions.some((f) => Math.abs(f - 0.7) < 1e-12), `${fractions}`);
+    assert.throws(() => x.pruningCurve({ ranking: 'attattr', steps: 3, onProgress: () => false }), /^Error: cancelled: /);
+    assert.throws(() => x.pruningCurve({ order: [1, 2], onProgress: () => false }), /^Error: cancelled: the pruning curve was cancelled/);
+    assert.throws(() => x.pruningCurve({ order: [1], onProgress: 3 }), /^Error: bad_argument: option onProgress must be a function/);
     // An order on a masked input starts from every head on, as on the original.
     assert.deepEqual(masked.pruningCurve({ order: [1, 11] }), x.pruningCurve({ order: [1, 11] }));
     // A masked input's attention is 0 for the heads off, and the others' are the masked model's.

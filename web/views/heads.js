@@ -23,7 +23,7 @@
 import { on } from '../events.js';
 import { drawOverlay, formatNumber } from '../render.js';
 import { lineChart } from '../teach.js';
-import { $, fitCanvas } from './util.js';
+import { $, cancelFlag, fitCanvas, raiseFlag } from './util.js';
 
 const DEBOUNCE_MS = 150;
 const TOP = 5; // classes listed
@@ -42,10 +42,14 @@ export function createHeadsView(app) {
   let version = 0; // counts changes; a result of an older version is dropped
   let timer = 0;
   let pending = []; // this view's requests in flight (cancelled by a newer change)
+  let explainFlag = null; // the cancel flag of a long method's masked explain in flight
   let masked = null; // { id, image, key }: the worker's handle of the masked input, for app.imageId `image`
   let rankKey = ''; // `${image}:${target}` the ranking curves belong to
   let rankings = {}; // ranking → its curve (core's), for rankKey
   let rankingP = null;
+  let rankPending = []; // the ranking requests in flight (cancelled only by another image, class or model)
+  let rankFlag = null; // their shared cancel flag (cross-origin isolated pages only)
+  let rankProgress = ''; // what the note says about them while they run
   let shown = null; // what is drawn: { predictions, top, explanation, clicks: curve }
 
   const open = () => $('heads-open').open;
@@ -62,8 +66,7 @@ export function createHeadsView(app) {
     clicks = [];
     focus = { b: 0, c: 1 };
     masked = null;
-    rankKey = '';
-    rankings = {};
+    cancelRankings();
     shown = null;
     buildGrid();
     clearDrawing();
@@ -219,6 +222,8 @@ export function createHeadsView(app) {
   function cancelPending() {
     for (const p of pending) app.client.cancel(p.id);
     pending = [];
+    raiseFlag(explainFlag);
+    explainFlag = null;
   }
 
   // Brings the section up to date with the mask, image, class and method: the masked input, its
@@ -233,8 +238,8 @@ export function createHeadsView(app) {
     const target = app.explanation.target;
     const method = app.methodInfo(app.explanation.method);
     const t0 = performance.now();
-    setNote('Computing…');
-    loadRankings(image, target);
+    if (rankKey !== `${image}:${target}`) cancelRankings(); // another image or class
+    setNote(`Computing…${rankProgress ? ` (${rankProgress})` : ''}`);
     try {
       const off = clicks.slice();
       let predictions;
@@ -260,13 +265,18 @@ export function createHeadsView(app) {
         top = masked.top;
         const options = { ...app.views.options.request(method), target };
         if (!method.options.includes('target')) delete options.target;
-        explanation = await track(app.call('explain', { image: masked.id, method: method.name, options }, [], { priority: true }));
+        explainFlag = method.longRunning ? cancelFlag() : null;
+        const onProgress = method.longRunning ? (f) => setNote(`${method.name} of the masked model: ${Math.round(100 * f)} %`) : undefined;
+        explanation = await track(app.call('explain', { image: masked.id, method: method.name, options, cancelFlag: explainFlag }, [],
+          { priority: true, onProgress }));
       }
       const clicksCurve = await track(app.call('prune', { image, order: off, target }, [], { priority: true }));
       if (my !== version) return;
       const computeMs = performance.now() - t0;
       shown = { predictions, top, explanation, clicks: clicksCurve, off, target, computeMs };
       draw();
+      // The ranked curves after the answer to the user's change, so that they never delay it.
+      loadRankings(image, target);
     } catch (e) {
       if (my !== version) return;
       if (e.code === 'cancelled') {
@@ -278,30 +288,61 @@ export function createHeadsView(app) {
     }
   }
 
-  // The AttAttr and attention-confidence curves of the image and class (once per pair). AttAttr's
-  // matrices are the main view's when it shows attattr for this class.
+  // The attention-confidence and AttAttr curves of the image and class (once per pair; AttAttr's
+  // matrices are the main view's when it shows attattr for this class, else the engine computes
+  // them, with progress: seconds on a DeiT-tiny-sized model).
   function loadRankings(image, target) {
     const key = `${image}:${target}`;
     if (rankKey === key && (rankingP || Object.keys(rankings).length === 2)) return;
+    cancelRankings();
     rankKey = key;
-    rankings = {};
+    rankFlag = cancelFlag();
     const main = app.explanation;
     const attattr = main?.method === 'attattr' && main.target === target ? main.attattr : undefined;
-    const t0 = performance.now();
-    const one = (ranking, extra) => track(app.call('prune', { image, ranking, target, ...extra }, [], { priority: true }))
-      .then((curve) => {
+    const one = (ranking, extra) => {
+      const t0 = performance.now();
+      const label = SERIES.find((s) => s.key === ranking).name;
+      const p = app.call('prune', { image, ranking, target, cancelFlag: rankFlag, ...extra }, [], {
+        priority: true,
+        onProgress: (f) => {
+          if (rankKey !== key) return;
+          rankProgress = `${label}: ${Math.round(100 * f)} %`;
+          if (!pending.length) setNote(`The ranked curves: ${rankProgress}`);
+        },
+      });
+      rankPending.push(p);
+      return p.then((curve) => {
         if (rankKey !== key) return;
         curve.fetchMs = performance.now() - t0;
         rankings[ranking] = curve;
+        rankProgress = '';
         if (shown) draw();
       });
-    rankingP = Promise.all([one('attention-confidence', {}), one('attattr', attattr ? { attattr } : {})])
+    };
+    rankingP = one('attention-confidence', {})
+      .then(() => rankKey === key && one('attattr', attattr ? { attattr } : {}))
       .catch((e) => {
         if (rankKey !== key) return;
         rankKey = ''; // asked again with the next change
         if (e.code !== 'cancelled') app.showError('The pruning curves failed', e);
       })
-      .finally(() => { if (rankKey === key || rankKey === '') rankingP = null; });
+      .finally(() => {
+        if (rankKey === key || rankKey === '') {
+          rankingP = null;
+          rankPending = [];
+        }
+      });
+  }
+
+  function cancelRankings() {
+    for (const p of rankPending) app.client.cancel(p.id);
+    raiseFlag(rankFlag);
+    rankPending = [];
+    rankFlag = null;
+    rankingP = null;
+    rankKey = '';
+    rankings = {};
+    rankProgress = '';
   }
 
   // ---- drawing -------------------------------------------------------------------------------
