@@ -238,6 +238,7 @@ export function createHeadsView(app) {
     const target = app.explanation.target;
     const method = app.methodInfo(app.explanation.method);
     const t0 = performance.now();
+    const asked = mask.join(''); // the mask this refresh answers (a toggle may come before it does)
     if (rankKey !== `${image}:${target}`) cancelRankings(); // another image or class
     setNote(`Computing…${rankProgress ? ` (${rankProgress})` : ''}`);
     try {
@@ -251,7 +252,7 @@ export function createHeadsView(app) {
         top = [...app.predictions].sort((a, b) => b.logit - a.logit || a.class - b.class).slice(0, TOP);
         explanation = app.explanation;
       } else {
-        const key = `${image}:${mask.join('')}`;
+        const key = `${image}:${asked}`;
         if (masked?.key !== key) {
           const out = await track(app.call('mask', { image, mask: mask.slice(), top: TOP }, [], { priority: true }));
           if (my !== version) {
@@ -273,7 +274,7 @@ export function createHeadsView(app) {
       const clicksCurve = await track(app.call('prune', { image, order: off, target }, [], { priority: true }));
       if (my !== version) return;
       const computeMs = performance.now() - t0;
-      shown = { predictions, top, explanation, clicks: clicksCurve, off, target, computeMs };
+      shown = { predictions, top, explanation, clicks: clicksCurve, off, target, computeMs, mask: asked };
       draw();
       // The ranked curves after the answer to the user's change, so that they never delay it.
       loadRankings(image, target);
@@ -445,7 +446,7 @@ export function createHeadsView(app) {
     const section = $('heads-section');
     Object.assign(section.dataset, {
       ready: Object.keys(rankings).length === 2 ? 'true' : 'partial', target: String(target), drawMs: drawMs.toFixed(2),
-      computeMs: shown.computeMs.toFixed(1), shownMask: mask.join(''), method: explanation?.method ?? '',
+      computeMs: shown.computeMs.toFixed(1), shownMask: shown.mask, method: explanation?.method ?? '',
     });
     const engineMs = [explanation?.ms, ...Object.values(rankings).map((r) => r.ms)].filter((x) => x !== undefined);
     setNote(`Drawn in ${drawMs.toFixed(1)} ms; the masked prediction, map and your curve took ${shown.computeMs.toFixed(0)} ms to arrive` +
