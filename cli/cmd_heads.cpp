@@ -317,7 +317,11 @@ int cmd_heads(int argc, char** argv) {
   const std::string model_path = args.positional()[0];
   const Model m = load_model_arg(model_path);
   const Config& c = m.config;
-  if (npos == 2 || args.has("input")) return heads_of_image(args, m, npos == 2 ? args.positional()[1] : "");
+  if (npos == 2 || args.has("input")) {
+    for (const char* set_only : {"images", "n", "out", "no-layers"})
+      if (args.has(set_only)) throw Error(ErrorCode::bad_argument, std::string("--") + set_only + " is for a set of images, not with IMAGE");
+    return heads_of_image(args, m, npos == 2 ? args.positional()[1] : "");
+  }
   for (const char* image_only : {"curve", "count", "json"})
     if (args.has(image_only)) throw Error(ErrorCode::bad_argument, std::string("--") + image_only + " needs an image (vitlens heads MODEL IMAGE)");
   std::string dir = args.get("images", "");
