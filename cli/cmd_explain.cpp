@@ -11,6 +11,7 @@
 #include "norm_stages.h"
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/image.h"
+#include "vitlens/methods/head_pruning.h"
 #include "vitlens/methods/methods.h"
 #include "vitlens/methods/walk.h"
 #include "vitlens/io/io.h"
@@ -82,8 +83,9 @@ void print_list() {
 void print_help() {
   std::printf(
       "usage: vitlens explain MODEL (IMAGE | --input x.npy) --method SPEC [OPTIONS]\n"
-      "         [--input-size HxW|image] [--save-map map.npy] [--out overlay.png] [--json]\n"
-      "         [--conservation] [--progress] [--walk walk.json [--walk-query TOKEN] [--walk-matrices]]\n"
+      "         [--input-size HxW|image] [--heads-off B.H,B.*,...] [--save-map map.npy]\n"
+      "         [--out overlay.png] [--json] [--conservation] [--progress]\n"
+      "         [--walk walk.json [--walk-query TOKEN] [--walk-matrices]]\n"
       "       vitlens explain --list       (each method with its options, defaults and outputs)\n\n"
       "SPEC is a method name or NAME:key=value[:key=value…], a bare key for a flag or an alias word\n"
       "(transformer-attribution:start-layer=1, transformer-attribution:no-grad, rollout:head-fusion=max);\n"
@@ -107,7 +109,11 @@ void print_help() {
       "--ff-summary (norm-based): the FF's effect on this image per block (atb-res-ln → atb-res-ln-ff):\n"
       "Spearman ρ of the two maps (whole map, mean over query rows, the row of token --ff-query N,\n"
       "default 0) and each stage's mixing ratio averaged over the tokens; with --json, as \"ff_summary\"\n"
-      "with ρ of every query row.\n\n"
+      "with ρ of every query row.\n"
+      "--heads-off switches heads off and explains that model: B.H is head H of block B, B.* every head\n"
+      "of block B (0-based, comma-separated). A head off has its attention × 0 (the projection bias\n"
+      "stays); the prediction and every pass of the method are of the masked model, and the\n"
+      "attention-based maps read A = 0 for it (docs/methods.md, \"Heads switched off\").\n\n"
       "method options (a method rejects the ones it does not read):\n");
   for (const OptionSpec* o : all_options()) {
     std::string users;
@@ -195,8 +201,10 @@ ProgressFn progress_bar(const std::string& method) {
 
 int cmd_explain(int argc, char** argv) {
   // The flags: this command's own, and every method option of the registry (options.h).
-  std::vector<std::string> values = {"input", "method", "save-map", "out", "input-size", "save-stages", "ff-query", "walk", "walk-query"};
-  std::vector<std::string> flags = {"help", "list", "json", "conservation", "progress", "ff-summary", "walk-matrices"};
+  std::vector<std::string> values = {"input",       "method",   "save-map", "out",        "input-size",
+                                     "save-stages", "ff-query", "walk",     "walk-query", "heads-off"};
+  std::vector<std::string> flags = {"help",     "list",       "json",         "conservation",
+                                    "progress", "ff-summary", "walk-matrices"};
   for (const OptionSpec* o : all_options()) {
     (o->kind == OptionKind::flag ? flags : values).push_back(flag_name(*o));
     for (const OptionSpec::Alias& a : o->aliases) flags.push_back(a.word);
@@ -251,8 +259,9 @@ int cmd_explain(int argc, char** argv) {
   apply_method_spec(spec, opt, &m.config);
   if (args.has("progress") && info->long_running) opt.progress = progress_bar(method);
 
+  const std::vector<int> off = parse_head_list(args.get("heads-off", ""), m.config);
   ExplainState state;
-  state.set_input(m, x);
+  state.set_input(m, x, off.empty() ? std::vector<float>{} : head_mask_off(off, m.config));
   const Explanation ex = explain(m, state, method, opt);
   if (args.has("walk")) {
     WalkOptions w;
@@ -265,11 +274,14 @@ int cmd_explain(int argc, char** argv) {
   if (args.has("save-map"))
     write_npy_f32(args.get("save-map"), {saved.rows(), saved.cols()}, saved.data());
   if (args.has("out")) write_overlay(args.get("out"), ex.pixel_map, x, m.config);
-  if (args.has("save-stages")) save_norm_stages(args.get("save-stages"), m, x, ex);
+  if (args.has("save-stages")) save_norm_stages(args.get("save-stages"), m, state.trace, ex);
 
   if (args.has("json")) {
+    std::vector<std::string> off_names;
+    for (int f : off) off_names.push_back(head_name(f, m.config));
     nlohmann::json out = {{"method", method},
                           {"spec", spec},
+                          {"heads_off", off_names},
                           {"target", ex.target},
                           {"class_name", m.config.class_names[size_t(ex.target)]},
                           {"shape", {saved.rows(), saved.cols()}},
@@ -288,6 +300,12 @@ int cmd_explain(int argc, char** argv) {
     if (!info->reports_relevance) throw Error(ErrorCode::bad_argument, method + " is not an LRP method: no conservation report");
     std::printf("%s\n", report_json(ex.conservation).dump(1).c_str());
     return 0;
+  }
+  if (!off.empty()) {
+    const Prediction top = top_k(m.config, state.trace.logits, 1)[0];
+    std::printf("%zu head%s off (%s): the masked model predicts class %d (%s), p = %.6g\n", off.size(),
+                off.size() == 1 ? "" : "s", args.get("heads-off").c_str(), top.cls,
+                m.config.class_names[size_t(top.cls)].c_str(), double(top.prob));
   }
   std::printf("%s for class %d (%s): %s map %lld×%lld, min %.6g, max %.6g, sum %.6g\n", spec.c_str(), ex.target,
               m.config.class_names[size_t(ex.target)].c_str(), info->native_pixels ? "pixel" : "token",

@@ -9,6 +9,10 @@
 // Accuracy of the multi-label scene model: a scene counts as correct when the top-1 class is one
 // of its labels (DIR/labels.json, as written by `vitlens scenes`). Without labels.json, each
 // image's label is the unpruned model's own top-1 class (the curve measures agreement).
+//
+// `vitlens heads MODEL IMAGE --curve …`: the pruning curve of one image (head_pruning.h) — the
+// target's probability as the heads of a ranking of this image, or of a list given by hand, are
+// switched off one after another; printed as a table or --json.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +24,7 @@
 #include "common.h"
 #include "scene_set.h"
 #include "vitlens/methods/attattr.h"
+#include "vitlens/methods/head_pruning.h"
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/io.h"
 #include "vitlens/methods/methods.h"
@@ -183,14 +188,113 @@ std::string layer_table(const LayerPruning& attr, const LayerPruning& attn, int 
 
 json layer_json(const LayerPruning& lp) { return {{"prune_top", lp.prune_top}, {"keep_top", lp.keep_top}}; }
 
+// --curve: ranking names (comma-separated) when every entry is one, else a head list.
+struct CurveRequest {
+  std::vector<HeadRanking> rankings;
+  std::vector<int> heads;  // flat indices, the order given
+  bool by_hand = false;
+};
+
+CurveRequest parse_curve(const std::string& text, const Config& c) {
+  CurveRequest r;
+  if (text == "all") {
+    for (int i = 0; i < head_ranking_count; ++i) r.rankings.push_back(HeadRanking(i));
+    return r;
+  }
+  if (text.find('.') != std::string::npos) {
+    r.by_hand = true;
+    r.heads = parse_head_list(text, c);
+    if (r.heads.empty()) throw Error(ErrorCode::bad_argument, "--curve names no head");
+    return r;
+  }
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    r.rankings.push_back(parse_head_ranking(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return r;
+}
+
+// `vitlens heads MODEL (IMAGE | --input x.npy) [--curve …]`: one image's pruning curves.
+int heads_of_image(const Args& args, const Model& m, const std::string& image_path) {
+  const Config& c = m.config;
+  const Image x = load_input(args, c, image_path);
+  const CurveRequest req = parse_curve(args.get("curve", "attattr,attention-confidence"), c);
+  const int steps = args.get_int("steps", 20);
+  if (steps < 1 || steps > 10000) throw Error(ErrorCode::bad_argument, "--steps must be 1…10000");
+  const int threads = args.get_int("threads", 1);
+  if (threads < 1 || threads > 64) throw Error(ErrorCode::bad_argument, "--threads must be 1…64");
+  const int total = c.depth * c.heads;
+  const int count = args.get_int("count", total);
+  if (count < 0) throw Error(ErrorCode::bad_argument, "--count must be ≥ 0");
+  Trace tr;
+  vit_forward(tr, m, x);
+  const int pred = top_k(c, tr.logits, 1)[0].cls;
+  int target = pred;
+  const std::string target_arg = args.get("target", "predicted");
+  if (target_arg != "predicted") {
+    const bool digits = !target_arg.empty() && target_arg.size() < 9 &&
+                        std::all_of(target_arg.begin(), target_arg.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    target = digits ? std::stoi(target_arg) : -1;
+    if (target < 0 || target >= c.classes)
+      throw Error(ErrorCode::bad_argument, "--target must be predicted or a class index 0…" + std::to_string(c.classes - 1));
+  }
+  std::vector<AttAttrBlock> attr;
+  if (std::find(req.rankings.begin(), req.rankings.end(), HeadRanking::attattr) != req.rankings.end())
+    attr = attattr_blocks(m, tr, target, steps, threads);
+
+  struct Named {
+    std::string name;
+    std::vector<int> order;
+  };
+  std::vector<Named> orders;
+  for (HeadRanking r : req.rankings) orders.push_back({head_ranking_name(r), image_head_ranking(m, tr, target, r, attr).order});
+  if (req.by_hand) orders.push_back({"by hand", req.heads});
+  json out = {{"target", target}, {"class_name", c.class_names[size_t(target)]}, {"prediction", pred}, {"curves", json::array()}};
+  const bool as_json = args.has("json");
+  for (Named& o : orders) {
+    if (o.order.size() > size_t(count)) o.order.resize(size_t(count));
+    const ImagePruningCurve curve = image_pruning_curve(m, x, o.order, target);
+    std::vector<std::string> names;
+    for (int f : curve.order) names.push_back(head_name(f, c));
+    out["curves"].push_back({{"ranking", o.name}, {"order", names}, {"flat", curve.order}, {"prob", curve.prob},
+                             {"logit", curve.logit}, {"top", curve.top}, {"first_change", curve.first_change}});
+    if (as_json) continue;
+    std::printf("%s: class %d (%s), unpruned prediction %d (%s); heads off one after another%s\n", o.name.c_str(), target,
+                c.class_names[size_t(target)].c_str(), curve.original, c.class_names[size_t(curve.original)].c_str(),
+                o.name == "by hand" ? " in the order given" : ", the lowest score first");
+    std::printf("  k  head   %-10s logit       top-1\n", c.output == OutputKind::sigmoid ? "sigmoid" : "softmax");
+    for (size_t k = 0; k < curve.prob.size(); ++k)
+      std::printf("%3zu  %-5s  %-10.6f %-10.6g  %d (%s)%s\n", k, k ? names[k - 1].c_str() : "-", curve.prob[k],
+                  curve.logit[k], curve.top[k], c.class_names[size_t(curve.top[k])].c_str(),
+                  int(k) == curve.first_change ? "  ← the prediction changes" : "");
+    std::printf("\n");
+  }
+  if (as_json) std::printf("%s\n", out.dump(1).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_heads(int argc, char** argv) {
-  Args args(argc, argv, {"images", "target", "steps", "threads", "out", "n"}, {"help", "no-layers"});
-  if (args.has("help") || args.positional().size() != 1) {
+  Args args(argc, argv, {"images", "target", "steps", "threads", "out", "n", "curve", "count", "input"},
+            {"help", "no-layers", "json"});
+  const size_t npos = args.positional().size();
+  if (args.has("help") || npos < 1 || npos > 2 || (npos == 2 && args.has("input"))) {
     std::printf(
         "usage: vitlens heads MODEL [--images DIR] [--n N] [--target predicted|gold|T] [--steps M] [--threads N]\n"
-        "                     [--no-layers] [--out report]\n\n"
+        "                     [--no-layers] [--out report]\n"
+        "       vitlens heads MODEL (IMAGE | --input x.npy) [--curve RANKINGS | B.H,B.*,…] [--count K]\n"
+        "                     [--target predicted|T] [--steps M] [--threads N] [--json]\n\n"
+        "With an image: its pruning curve — the target's probability (softmax, or sigmoid for a multi-label\n"
+        "model), logit and top-1 class with every head on, then after each head of an order is switched off\n"
+        "(attention × 0, projection bias kept), up to --count heads (default: all of them). --curve gives\n"
+        "the orders: comma-separated rankings of this image's heads, the lowest score first — attattr (max Attr,\n"
+        "m = --steps), attention-max, attention-confidence (or attention), taylor-loss, taylor-prob, or all —\n"
+        "(default attattr,attention-confidence), or heads by hand: B.H (block B, head H, from 0) and B.*\n"
+        "(every head of block B), in the order to switch them off. --json prints every curve as JSON.\n\n"
         "Head importance by attattr (Hao et al. 2021), I_{l,h} = Σ_x max_{i,j} Attr_{l,h}(x) over the images of\n"
         "DIR (default: the gallery next to MODEL, e.g. models/gallery; --n: the first N only), each explained\n"
         "for --target: its predicted class (default), `gold` (the predicted class when it is a label, else the\n"
@@ -213,6 +317,13 @@ int cmd_heads(int argc, char** argv) {
   const std::string model_path = args.positional()[0];
   const Model m = load_model_arg(model_path);
   const Config& c = m.config;
+  if (npos == 2 || args.has("input")) {
+    for (const char* set_only : {"images", "n", "out", "no-layers"})
+      if (args.has(set_only)) throw Error(ErrorCode::bad_argument, std::string("--") + set_only + " is for a set of images, not with IMAGE");
+    return heads_of_image(args, m, npos == 2 ? args.positional()[1] : "");
+  }
+  for (const char* image_only : {"curve", "count", "json"})
+    if (args.has(image_only)) throw Error(ErrorCode::bad_argument, std::string("--") + image_only + " needs an image (vitlens heads MODEL IMAGE)");
   std::string dir = args.get("images", "");
   if (dir.empty()) dir = (fs::path(model_path).parent_path() / "gallery").string();
   if (!fs::is_directory(dir)) throw Error(ErrorCode::io, "no image directory " + dir + " (give --images DIR)");

@@ -12,11 +12,9 @@
 
 namespace vitlens::cli {
 
-void save_norm_stages(const std::string& path, const Model& m, const Image& x, const Explanation& ex) {
+void save_norm_stages(const std::string& path, const Model& m, const Trace& tr, const Explanation& ex) {
   if (ex.norm.empty())
     throw Error(ErrorCode::bad_argument, "--save-stages needs --method norm-based (it saves that method's stage maps)");
-  Trace tr;
-  vit_forward(tr, m, x);
   std::vector<std::vector<Mat>> heads;
   for (int b = 0; b < m.config.depth; ++b) heads.push_back(norm_head_maps(m, tr, b));
   const std::vector<uint8_t> bytes = encode_norm_stages_npz(ex.norm, heads);

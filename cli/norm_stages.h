@@ -11,9 +11,10 @@
 
 namespace vitlens::cli {
 
-// Writes `path` from the norm-based explanation `ex` of input x (its per-head maps from a forward
-// pass of x). Throws Error(bad_argument) when `ex` has no norm-based maps.
-void save_norm_stages(const std::string& path, const Model& m, const Image& x, const Explanation& ex);
+// Writes `path` from the norm-based explanation `ex` of the input traced in `tr` (its per-head maps
+// from that forward pass, with the heads it switched off). Throws Error(bad_argument) when `ex` has
+// no norm-based maps.
+void save_norm_stages(const std::string& path, const Model& m, const Trace& tr, const Explanation& ex);
 
 // --ff-summary: per block, the FF's transition atb-res-ln → atb-res-ln-ff of this image
 // (norm_image_summary): {"transition", "blocks": [{"rho_flat", "rho_rows", "rho_query": (n),

@@ -21,6 +21,7 @@
 #include "vitlens/io/image.h"
 #include "vitlens/tensor/limits.h"
 #include "vitlens/methods/attattr.h"
+#include "vitlens/methods/head_pruning.h"
 #include "vitlens/methods/methods.h"
 #include "vitlens/methods/norm_maps.h"
 #include "vitlens/methods/options.h"
@@ -471,13 +472,125 @@ val numbers_to_js(const T& values) {
   return out;
 }
 
-// One input of a model, prepared by Model.prepare*: its forward pass and what explain derived
-// from it (ExplainState). The caller owns it (.delete()). Inputs share the immutable model and
-// nothing else, so several can be alive at once and no result depends on the order of calls.
+// A head mask from JS: an array (or typed array) of depth × heads numbers, 1 = on, 0 = off, flat
+// index l·H + h; null or undefined: every head on (an empty mask).
+std::vector<float> head_mask_from_js(const val& mask, const Config& c) {
+  if (mask.isUndefined() || mask.isNull()) return {};
+  const int total = c.depth * c.heads;
+  const std::string what = "the head mask must be " + std::to_string(c.depth) + " × " + std::to_string(c.heads) + " = " +
+                           std::to_string(total) + " numbers, 1 (on) or 0 (off), block by block";
+  const val length = mask["length"];
+  if (!length.isNumber() || length.as<double>() != double(total)) throw Error(ErrorCode::bad_argument, what);
+  std::vector<float> out(static_cast<size_t>(total));
+  for (int i = 0; i < total; ++i) {
+    const val v = mask[i];
+    const double x = v.isNumber() ? v.as<double>() : v.isTrue() ? 1.0 : v.isFalse() ? 0.0 : -1.0;
+    if (x != 0.0 && x != 1.0) throw Error(ErrorCode::bad_argument, what + "; entry " + std::to_string(i) + " is not");
+    out[size_t(i)] = float(x);
+  }
+  return out;
+}
+
+// One input of a model, prepared by Model.prepare* (or Input.withHeadMask): its forward pass, with
+// the heads its mask switches off, and what explain derived from it (ExplainState). The caller owns
+// it (.delete()). Inputs share the immutable model and nothing else, so several can be alive at
+// once and no result depends on the order of calls.
 class WasmInput {
  public:
-  WasmInput(std::shared_ptr<const Model> m, Image x) : model_(std::move(m)), x_(std::move(x)) {
-    state_.set_input(*model_, x_);
+  WasmInput(std::shared_ptr<const Model> m, Image x, std::vector<float> head_mask = {})
+      : model_(std::move(m)), x_(std::move(x)) {
+    state_.set_input(*model_, x_, head_mask);
+  }
+
+  // The same image with the heads `mask` switches off (head_mask_from_js): a new Input the caller
+  // owns, whose prediction and every explanation are of the masked model (methods.h, ExplainState).
+  // This input is unchanged.
+  WasmInput* with_head_mask(val mask) const {
+    return guarded([&] { return new WasmInput(model_, x_, head_mask_from_js(mask, model_->config)); });
+  }
+
+  // This input's head mask: depth × heads numbers (1 on, 0 off), all 1 for an input without one.
+  val head_mask() const {
+    const Config& c = model_->config;
+    std::vector<float> m = state_.trace.head_mask;
+    if (m.empty()) m.assign(size_t(c.depth) * size_t(c.heads), 1.0f);
+    return float32_out(m.data(), m.size());
+  }
+
+  // One image's pruning curve (core's image_pruning_curve): the image with every head on (whatever
+  // this input's mask), then with the first k heads of an order switched off, k = 1 … the order's
+  // length. Options: {order: flat indices l·H + h (e.g. the heads in the order a user clicked
+  // them), or ranking: 'attattr' | 'attention-max' | 'attention-confidence' | 'taylor-loss' |
+  // 'taylor-prob' (this image's heads by core's image_head_ranking; needs an input without a head
+  // mask), count (the first `count` heads of the order only), target = −1 (the unpruned
+  // prediction), and for the attattr ranking steps = 20, threads, attattr (an explanation's attattr
+  // for this input and target, reused); onProgress(fraction) as explain's: returning false cancels}. Returns {target, original, ranking ('order' when given),
+  // order, heads ('B.H' each), prob, logit, top (k = 0 … K), firstChange (−1: none), and for a
+  // ranking scores (depth × heads)}.
+  val pruning_curve(val options) const {
+    return guarded([&] {
+      const Config& c = model_->config;
+      const val o = options_object(options);
+      const val order_js = o["order"], ranking_js = o["ranking"];
+      const bool has_order = !order_js.isUndefined() && !order_js.isNull();
+      const bool has_ranking = !ranking_js.isUndefined() && !ranking_js.isNull();
+      if (has_order == has_ranking) throw Error(ErrorCode::bad_argument, "pruningCurve needs either order or ranking");
+      const int target = resolve_target(int_option(o, "target", -1));
+      // onProgress(fraction): the attattr ranking's matrices the first 70 %, the curve the rest;
+      // returning false cancels (Error "cancelled: …").
+      const val on_progress = o["onProgress"];
+      if (!on_progress.isUndefined() && !on_progress.isNull() && on_progress.typeOf().as<std::string>() != "function")
+        throw Error(ErrorCode::bad_argument, "option onProgress must be a function");
+      const bool reports = !on_progress.isUndefined() && !on_progress.isNull();
+      double from = 0.0, span = 1.0;  // the share of the bar the current step fills
+      const ProgressFn progress = [&](double f) { return !reports || !on_progress(from + span * f).isFalse(); };
+      std::vector<int> order;
+      val result = val::object();
+      if (has_order) {
+        if (!order_js.isArray()) throw Error(ErrorCode::bad_argument, "option order must be an array of head indices l·H + h");
+        const int n = order_js["length"].as<int>();
+        if (n > c.depth * c.heads) throw Error(ErrorCode::bad_argument, "option order names more heads than the model has");
+        for (int i = 0; i < n; ++i) {
+          const val v = order_js[i];
+          const double f = v.isNumber() ? v.as<double>() : -1.0;
+          if (f != std::floor(f) || f < 0 || f >= double(c.depth * c.heads))
+            throw Error(ErrorCode::bad_argument, "option order: entry " + std::to_string(i) + " is not a head index 0…" +
+                                                     std::to_string(c.depth * c.heads - 1));
+          order.push_back(int(f));
+        }
+        result.set("ranking", std::string("order"));
+      } else {
+        if (!ranking_js.isString()) throw Error(ErrorCode::bad_argument, "option ranking must be a string");
+        const HeadRanking r = parse_head_ranking(ranking_js.as<std::string>());
+        int attr_target = target;
+        const bool computes = r == HeadRanking::attattr && (o["attattr"].isUndefined() || o["attattr"].isNull());
+        if (computes) span = 0.7;
+        const std::vector<AttAttrBlock> attr = r == HeadRanking::attattr ? attattr_of(options, attr_target, progress) : std::vector<AttAttrBlock>{};
+        if (computes) {
+          from = 0.7;
+          span = 0.3;
+        }
+        const ImageHeadRanking ranked = image_head_ranking(*model_, state_.trace, target, r, attr);
+        order = ranked.order;
+        result.set("ranking", std::string(head_ranking_name(r)));
+        result.set("scores", grid_to_js(ranking_scores(ranked.scores, r)));
+      }
+      const int count = int_option(o, "count", int(order.size()));
+      if (count < 0) throw Error(ErrorCode::bad_argument, "option count must be ≥ 0");
+      if (size_t(count) < order.size()) order.resize(size_t(count));
+      const ImagePruningCurve curve = image_pruning_curve(*model_, x_, order, target, progress);
+      val heads = val::array();
+      for (int f : curve.order) heads.call<void>("push", head_name(f, c));
+      result.set("target", curve.target);
+      result.set("original", curve.original);
+      result.set("order", numbers_to_js(curve.order));
+      result.set("heads", heads);
+      result.set("prob", numbers_to_js(curve.prob));
+      result.set("logit", numbers_to_js(curve.logit));
+      result.set("top", numbers_to_js(curve.top));
+      result.set("firstChange", curve.first_change);
+      return result;
+    });
   }
 
   // The k best classes, best first.
@@ -550,7 +663,9 @@ class WasmInput {
       Vec dlogits = Vec::Zero(c.classes);
       dlogits[target] = 1.0f;
       Grads g;
-      vit_backward(g, nullptr, *model_, state_.trace, dlogits);
+      ForwardOptions fo;
+      fo.head_mask = state_.trace.head_mask;  // the masked model's ∂y_t/∂A, as explain's
+      vit_backward(g, nullptr, *model_, state_.trace, dlogits, fo);
       std::vector<std::vector<Mat>> blocks;
       for (const BlockGrads& b : g.blocks) blocks.push_back(b.attn);
       return heads_to_js(blocks);
@@ -563,6 +678,9 @@ class WasmInput {
   val perturbation(val map_js, val options_js) const {
     return guarded([&] {
       const Config& c = model_->config;
+      if (!state_.trace.head_mask.empty())
+        throw Error(ErrorCode::bad_argument,
+                    "the perturbation test runs the model with every head on: call it on the input without a head mask");
       const val options = options_object(options_js);
       const bool positive = bool_option(options, "positive", true);
       const int target = resolve_target(int_option(options, "target", -1), true);
@@ -662,8 +780,9 @@ class WasmInput {
     return arg_max ? arg_max_class(state_.trace.logits) : top_k(c, state_.trace.logits, 1)[0].cls;
   }
 
-  // The attattr blocks the options give, or computed for their target and steps.
-  std::vector<AttAttrBlock> attattr_of(const val& options, int& target) const {
+  // The attattr blocks the options give, or computed for their target and steps (reporting to
+  // `progress`, which may be empty, and stopping with Error(cancelled) when it returns false).
+  std::vector<AttAttrBlock> attattr_of(const val& options, int& target, const ProgressFn& progress = {}) const {
     const val o = options_object(options);
     target = resolve_target(int_option(o, "target", -1));
     const val given = o["attattr"];
@@ -672,7 +791,7 @@ class WasmInput {
     if (steps < 1 || steps > 10000) throw Error(ErrorCode::bad_argument, "option steps must be 1…10000");
     const int threads = int_option(o, "threads", thread_limit());
     if (threads < 1) throw Error(ErrorCode::bad_argument, "option threads must be at least 1");
-    return attattr_blocks(*model_, state_.trace, target, steps, threads);
+    return attattr_blocks(*model_, state_.trace, target, steps, threads, progress);
   }
 
   std::shared_ptr<const Model> model_;  // shared with the Model handle and the other inputs
@@ -1092,6 +1211,9 @@ EMSCRIPTEN_BINDINGS(vitlens) {
       .function("perturbation", &WasmInput::perturbation)
       .function("attrTree", &WasmInput::attr_tree)
       .function("headScores", &WasmInput::head_scores)
+      .function("withHeadMask", &WasmInput::with_head_mask, emscripten::allow_raw_pointers())
+      .function("headMask", &WasmInput::head_mask)
+      .function("pruningCurve", &WasmInput::pruning_curve)
       .function("normHeads", &WasmInput::norm_heads);
   emscripten::function("decodeImage", &decode_image_js);
   emscripten::function("methods", &methods_js);

@@ -383,9 +383,38 @@ export interface AttattrQuery {
   attattr?: Float32Array[][];
 }
 
+/** Input.pruningCurve's options: an order of heads, or a ranking of this image's heads. */
+export interface PruningCurveOptions extends AttattrQuery {
+  /** Flat head indices l·H + h, the first to switch off first (e.g. the heads a user clicked). */
+  order?: number[];
+  /** This image's heads by their scores, the lowest first (core's image_head_ranking); only on an
+   * input without a head mask. The attattr ranking uses AttattrQuery's steps, threads, attattr. */
+  ranking?: "attattr" | "attention-max" | "attention-confidence" | "attention" | "taylor-loss" | "taylor-prob";
+  /** Only the first `count` heads of the order. */
+  count?: number;
+  /** Called with the fraction done (the attattr ranking's matrices, then the curve); returning
+   * false cancels (Error "cancelled: …"). */
+  onProgress?: (fraction: number) => boolean | void;
+}
+
+/** One image's pruning curve (core's image_pruning_curve): k = 0 … K heads of `order` off. */
+export interface PruningCurve {
+  target: number; // the class followed (−1 given: the unpruned prediction)
+  original: number; // the top-1 class with every head on
+  ranking: string; // the ranking's name, or "order" for an order given
+  order: number[]; // (K) flat l·H + h
+  heads: string[]; // (K) "B.H"
+  prob: number[]; // (K + 1) the target's probability (softmax, or sigmoid for a multi-label model)
+  logit: number[]; // (K + 1)
+  top: number[]; // (K + 1) the top-1 class
+  firstChange: number; // the first k whose top-1 is not `original`; −1: none
+  scores?: number[][]; // depth × heads, the ranking's scores (rankings only)
+}
+
 /**
- * One input of a model (Model.prepare / prepareRGBA): its forward pass and what explain derived
- * from it. Inputs are independent: any number can be alive, calls on them may come in any order.
+ * One input of a model (Model.prepare / prepareRGBA, or Input.withHeadMask): its forward pass and
+ * what explain derived from it. Inputs are independent: any number can be alive, calls on them may
+ * come in any order.
  * Holds wasm memory: call .delete() when done (the model's weights live until its inputs are deleted).
  */
 export interface Input {
@@ -420,6 +449,19 @@ export interface Input {
   headScores(options: AttattrQuery): HeadScores;
   /** Per block, per head: the atb stage's norm map ‖A_h[i, j]·V_h'[j]‖ (n×n row-major). */
   normHeads(): Float32Array[][];
+  /**
+   * The same image with heads switched off: `mask` holds depth × heads numbers, block by block,
+   * 1 = on and 0 = off (null: every head on). An off head's attention is × 0 (the projection bias
+   * stays); the new Input's prediction, explanations, attention, gradients and head scores are of
+   * that masked model (attention-based methods read A = 0 for it: docs/methods.md). Its
+   * perturbation() is refused. This input is unchanged; delete() the new one.
+   * Throws "bad_argument: the head mask must be …" for another length or a value not 0 or 1.
+   */
+  withHeadMask(mask: ArrayLike<number> | null): Input;
+  /** This input's head mask (depth × heads; all 1 without one). */
+  headMask(): Float32Array;
+  /** One image's pruning curve, from every head on (whatever this input's mask). */
+  pruningCurve(options: PruningCurveOptions): PruningCurve;
   delete(): void;
 }
 

@@ -14,6 +14,7 @@ import { createFfView } from './views/ff.js';
 import { createFilesView } from './views/files.js';
 import { createGalleryView } from './views/gallery.js';
 import { createGridView } from './views/grid.js';
+import { createHeadsView } from './views/heads.js';
 import { createInputSizeView } from './views/input_size.js';
 import { createMatricesView } from './views/matrices.js';
 import { createOptionsView } from './views/options.js';
@@ -146,6 +147,7 @@ async function main() {
   v.grid = createGridView(app);
   v.walk = createWalkView(app);
   v.teaching = createTeachingView(app);
+  v.heads = createHeadsView(app);
   v.matrices = createMatricesView(app);
   v.ff = createFfView(app);
   v.perturbation = createPerturbationView(app);

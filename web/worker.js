@@ -3,7 +3,8 @@
 // Protocol (a small typed union; see client.js for the main-thread side):
 //   request  main → worker   { type, id, in }           type: init | loadModel | importModel |
 //                                                             saveModel | prepare | release | explain | walk |
-//                                                             teach | attattr | normStages | normFf | perturb | stats | cancel
+//                                                             teach | attattr | normStages | normFf | perturb |
+//                                                             mask | prune | stats | cancel
 //   reply    worker → main   { type: 'result', id, out }
 //                            { type: 'error',  id, err: { code, message } }
 //                            { type: 'progress', id, out: { fraction } }   (long methods and
@@ -23,6 +24,9 @@
 // methods derive from it) and answers its id; every per-image request names it (`in.image`), so
 // several images can be alive (the page's image, its edited copy, another one) and no answer
 // depends on the order of requests. `release` deletes one; loading a model deletes them all.
+// `mask` makes an image's copy with heads switched off (Input.withHeadMask), a handle of its own
+// that any per-image request can name; an image has at most one (a newer mask replaces it), and
+// releasing the image releases it too.
 //
 // Input size: `prepare` with `inputSize: 'aspect'` explains the image at its own aspect, with the
 // loaded model resized by the engine (Model.aspectInputSize, Model.atInputSize: a copy of the
@@ -86,6 +90,15 @@ function inputOf(image) {
   const entry = inputs.get(image);
   if (!entry) throw fail('bad_argument', `no image ${image}: prepare it first (it was released or its model replaced)`);
   return entry;
+}
+
+// Deletes the masked copy of image `image` (mask), if there is one.
+function releaseMasked(image) {
+  for (const [id, entry] of inputs) {
+    if (entry.parent !== image) continue;
+    entry.x.delete();
+    inputs.delete(id);
+  }
 }
 
 function releaseAll() {
@@ -274,10 +287,11 @@ const handlers = {
     return { out: { image, predictions, width, height, info: seen.info, aspect, view, ms, sizeError }, transfer: [view.buffer] };
   },
 
-  // Deletes an image's Input (unknown ids are ignored: releasing twice is harmless).
+  // Deletes an image's Input, and its masked copy (unknown ids are ignored: releasing twice is harmless).
   async release({ image }) {
     inputs.get(image)?.x.delete();
     inputs.delete(image);
+    releaseMasked(image);
     return { out: {} };
   },
 
@@ -372,6 +386,41 @@ const handlers = {
     }
     out.ms = performance.now() - t0;
     return { out, transfer };
+  },
+
+  // Heads off by hand: the image `image` with the heads `mask` switches off (depth × heads numbers,
+  // block by block, 1 on and 0 off) as a new image handle (Input.withHeadMask: its prediction and
+  // every explanation are of the masked model): { image: id, predictions (by class), top (the
+  // engine's `top` best classes, best first), mask (the engine's) }. Release it like any image.
+  async mask({ image, mask, top = 5 }) {
+    const { x, info: seen } = inputOf(image);
+    const masked = x.withHeadMask(mask);
+    // One masked copy per image: a newer one replaces the last (whose requests are stale by then),
+    // so that a copy whose answer was cancelled is not left behind.
+    releaseMasked(image);
+    const id = nextImage++;
+    inputs.set(id, { x: masked, info: seen, parent: image });
+    const best = masked.predict(seen.classes);
+    const predictions = [...best].sort((a, b) => a.class - b.class);
+    return { out: { image: id, predictions, top: best.slice(0, Math.max(1, top)), mask: Array.from(masked.headMask()) } };
+  },
+
+  // One image's pruning curve (Input.pruningCurve): from every head on, the heads of `order` (flat
+  // l·H + h) or of a ranking of this image's heads ('attattr', 'attention-confidence', …; for
+  // attattr the explanation's `attattr` may be sent back) switched off one after another, the
+  // first `count` only: { target, original, ranking, order, heads, prob, logit, top, firstChange,
+  // scores, ms }. Progress and the shared cancel flag as explain's.
+  async prune({ image, order, ranking, target = -1, attattr, count, cancelFlag }) {
+    const { x } = inputOf(image);
+    const t0 = performance.now();
+    const options = { target, onProgress: progressOption(running?.id, cancelFlag) };
+    if (order !== undefined) options.order = order;
+    if (ranking !== undefined) options.ranking = ranking;
+    if (attattr !== undefined) options.attattr = attattr;
+    if (count !== undefined) options.count = count;
+    const curve = x.pruningCurve(options);
+    curve.ms = performance.now() - t0;
+    return { out: curve };
   },
 
   // The wasm heap's size and the bytes malloc holds: { heapBytes, allocatedBytes } (leak tests).

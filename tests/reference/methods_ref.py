@@ -424,11 +424,13 @@ def attnlrp_maps(cfg, R_image, R_tokens):
 class Explainer:
     """Runs the forward/backward once per (image, target) and exposes every method."""
 
-    def __init__(self, params, cfg, image, target=None, dtype=torch.float64):
+    def __init__(self, params, cfg, image, target=None, dtype=torch.float64, head_mask=None):
+        """head_mask: None, or (depth, heads) 0 / 1 — the heads switched off (vit_ref.forward);
+        every method then explains the masked model."""
         self.cfg = cfg
         self.w = vit_ref.Weights(params, cfg, dtype)
         self.tr, self.target, self.grad_input, self.grad_attn = \
-            vit_ref.logits_and_grads(self.w, cfg, image, target)
+            vit_ref.logits_and_grads(self.w, cfg, image, target, head_mask)
         self._chefer = {}
         self._attnlrp = None
 

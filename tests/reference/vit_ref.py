@@ -223,12 +223,15 @@ def linear(x, W, b):
     return x @ W.T + b
 
 
-def forward(w, cfg, image, attn_grad=False, input_grad=False):
+def forward(w, cfg, image, attn_grad=False, input_grad=False, head_mask=None):
     """One image (C, H, W) → trace dict. Tensors keep their autograd graph.
 
     trace["blocks"][b] holds x, ln1, qkv, q, k, v (H, n, d_h), scores (H, n, n, pre-softmax,
     already divided by √d_h), attn (H, n, n), ctx, attn_out, x_mid, ln2, fc1, act, mlp_out.
     With attn_grad, each attn tensor retains its gradient after a backward pass.
+    head_mask: None, or (depth, heads) values 0 / 1: a head at 0 is switched off, its attention
+    multiplied by 0 after the softmax (the projection bias stays); attn is then the masked A, and
+    its gradient the gradient at that A (the engine's ForwardOptions::head_mask).
     """
     d, H, dh, n = cfg.dim, cfg.heads, cfg.head_dim, cfg.tokens
     x_img = torch.as_tensor(np.asarray(image)).to(w.dtype)
@@ -241,7 +244,8 @@ def forward(w, cfg, image, attn_grad=False, input_grad=False):
     tokens = tok0 + w.pos                                    # (n, d)
     tr.update(patches=patches, embed=embed, tokens_nopos=tok0, tokens=tokens, blocks=[])
     x = tokens
-    for bp in w.blocks:
+    mask = None if head_mask is None else torch.as_tensor(np.asarray(head_mask, dtype=np.float64)).to(w.dtype)
+    for b, bp in enumerate(w.blocks):
         bt = {"x": x}
         u, _, _ = layernorm(x, bp["norm1_w"], bp["norm1_b"], cfg.ln_eps)
         qkv = linear(u, bp["qkv_w"], bp["qkv_b"])                              # (n, 3d)
@@ -250,6 +254,8 @@ def forward(w, cfg, image, attn_grad=False, input_grad=False):
         v = qkv[:, 2 * d:3 * d].reshape(n, H, dh).permute(1, 0, 2)
         scores = (q @ k.transpose(1, 2)) / math.sqrt(dh)                       # (H, n, n)
         attn = torch.softmax(scores, dim=-1)                                   # (H, n, n)
+        if mask is not None:
+            attn = attn * mask.reshape(-1, H)[b].reshape(H, 1, 1)              # heads off: A × 0
         if attn_grad:
             attn.retain_grad()
         ctx_h = attn @ v                                                       # (H, n, d_h)
@@ -273,9 +279,9 @@ def forward(w, cfg, image, attn_grad=False, input_grad=False):
     return tr
 
 
-def logits_and_grads(w, cfg, image, target=None):
+def logits_and_grads(w, cfg, image, target=None, head_mask=None):
     """Forward + backward of the target logit. Returns (trace, target, grad_input, [∇A_b])."""
-    tr = forward(w, cfg, image, attn_grad=True, input_grad=True)
+    tr = forward(w, cfg, image, attn_grad=True, input_grad=True, head_mask=head_mask)
     logits = tr["logits"]
     if target is None:
         target = int(torch.argmax(logits).item())

@@ -41,6 +41,14 @@ struct Scratch {
   Mat dctx_sum;                    // (n, d) Σ over copies of ∂F/∂ctx_l
 };
 
+// Block b's heads switched off in the pass `tr` recorded (Trace::head_mask): the stacked copies run
+// the blocks above l masked as the input was.
+BlockOptionsT<float> head_options(const Trace& tr, const Config& c, int b) {
+  BlockOptionsT<float> o;
+  if (!tr.head_mask.empty()) o.head_mask = tr.head_mask.data() + size_t(b) * size_t(c.heads);
+  return o;
+}
+
 // Adds Σ_k ∂F(α_k·A_l)/∂ctx_l over the copies k = k0 … k0 + c − 1 to s.dctx_sum: the blocks
 // from l's ctx up, stacked, recording only what their backward needs (BlockRecord::backward).
 void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int target, int k0, int copies,
@@ -66,7 +74,7 @@ void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int targe
   for (int b = l + 1; b < L; ++b) {
     BlockTrace& t = s.blocks[size_t(b - l)];
     t.x.swap(s.out);
-    block_forward(s.out, t, s.bs, p.blocks[size_t(b)], c, copies, BlockRecord::backward);
+    block_forward(s.out, t, s.bs, p.blocks[size_t(b)], c, copies, BlockRecord::backward, head_options(tr, c, b));
   }
   // The head (final norm, pooling, fc_norm, logits) on each copy; F_k = the target's probability.
   s.dout.resize(R, d);
@@ -78,7 +86,8 @@ void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int targe
   }
 
   for (int b = L - 1; b > l; --b) {
-    block_backward(s.g, nullptr, s.dout, s.blocks[size_t(b - l)], p.blocks[size_t(b)], c, copies, false);
+    block_backward(s.g, nullptr, s.dout, s.blocks[size_t(b - l)], p.blocks[size_t(b)], c, copies, false,
+                   head_options(tr, c, b));
     s.dout.swap(s.g.x);
   }
   // Block l: ∂F/∂ctx_l, summed over the copies.
@@ -118,7 +127,8 @@ AttAttrBlock attattr_block(Scratch& s, const Model& m, const Trace& tr, int l, i
 
 void check_attattr_args(const Model& m, const Trace& tr, int target, int steps) {
   const Config& c = m.config;
-  if (tr.blocks.size() != size_t(c.depth) || tr.logits.size() != c.classes)
+  if (tr.blocks.size() != size_t(c.depth) || tr.logits.size() != c.classes ||
+      !(tr.head_mask.empty() || tr.head_mask.size() == size_t(c.depth) * size_t(c.heads)))
     throw Error(ErrorCode::bad_argument, "attattr needs the forward trace of an input to this model");
   if (target < 0 || target >= c.classes)
     throw Error(ErrorCode::bad_argument, "target class " + std::to_string(target) + " is out of range: the model has " +
@@ -176,6 +186,7 @@ std::vector<AttAttrBlock> attattr_blocks_naive(const Model& m, const Trace& tr, 
   std::vector<Mat> scaled(static_cast<size_t>(H));
   for (int l = 0; l < c.depth; ++l) {
     ForwardOptions fo;
+    fo.head_mask = tr.head_mask;  // an off head's A_l is 0, and α·0 stays 0
     fo.override_block = l;
     fo.override_attn = &scaled;
     std::vector<Mat> sum(size_t(H), Mat::Zero(n, n));
@@ -241,12 +252,14 @@ void head_scores_add(HeadScores& s, const Model& m, const Trace& tr, int target,
                      const std::vector<AttAttrBlock>& attr, const std::vector<int>& gold) {
   const Config& c = m.config;
   Grads gf, gl;
-  vit_backward(gf, nullptr, m, tr, target_prob_grad(c, tr.logits, target));                       // ∂F/∂A at α = 1
-  vit_backward(gl, nullptr, m, tr, gold_loss_grad(c, tr.logits, gold.empty() ? std::vector<int>{target} : gold));  // ∂L/∂A
+  ForwardOptions fo;
+  fo.head_mask = tr.head_mask;  // the model as `tr` ran it
+  vit_backward(gf, nullptr, m, tr, target_prob_grad(c, tr.logits, target), fo);                       // ∂F/∂A at α = 1
+  vit_backward(gl, nullptr, m, tr, gold_loss_grad(c, tr.logits, gold.empty() ? std::vector<int>{target} : gold), fo);  // ∂L/∂A
   for (int l = 0; l < c.depth; ++l)
     for (int h = 0; h < c.heads; ++h) {
       const MatD A = tr.blocks[size_t(l)].attn[size_t(h)].cast<double>();  // (n, n)
-      s.attattr(l, h) += double(attr[size_t(l)].attr[size_t(h)].maxCoeff());  // max_{i,j} Attr
+      if (!attr.empty()) s.attattr(l, h) += double(attr[size_t(l)].attr[size_t(h)].maxCoeff());  // max_{i,j} Attr
       s.attention_max(l, h) += A.maxCoeff();                                  // max_{i,j} A
       s.attention(l, h) += A.rowwise().maxCoeff().mean();                     // mean_i max_j A
       // |A_hᵀ ∂L/∂A_h|: the first-order change of L when the head's attention is scaled to 0

@@ -341,8 +341,10 @@ const MethodInfo* find_method(const std::string& name) {
   return nullptr;
 }
 
-void ExplainState::set_input(const Model& m, const Image& x) {
-  vit_forward(trace, m, x);
+void ExplainState::set_input(const Model& m, const Image& x, const std::vector<float>& head_mask) {
+  ForwardOptions fo;
+  fo.head_mask = head_mask;
+  vit_forward(trace, m, x, fo);
   clear_derived();
 }
 
@@ -412,11 +414,17 @@ Mat upsample_bilinear(const Mat& in, int out_h, int out_w) {
 
 namespace detail {
 
+ForwardOptions masked(const Trace& tr) {
+  ForwardOptions fo;
+  fo.head_mask = tr.head_mask;
+  return fo;
+}
+
 const Grads& target_grads(const Model& m, ExplainState& st, int target) {
   if (st.grads_target != target) {
     Vec dlogits = Vec::Zero(m.config.classes);
     dlogits[target] = 1.0f;
-    vit_backward(st.grads, nullptr, m, st.trace, dlogits);
+    vit_backward(st.grads, nullptr, m, st.trace, dlogits, masked(st.trace));
     st.grads_target = target;
   }
   return st.grads;

@@ -20,18 +20,18 @@ namespace vitlens::detail {
 
 namespace {
 
-// One forward + backward pass: y_t(x) and ∂y_t/∂x. Owns its buffers so that each worker
-// thread can keep one.
+// One forward + backward pass: y_t(x) and ∂y_t/∂x, of the model with the heads `fo` switches off
+// (the explained input's: ExplainState). Owns its buffers so that each worker thread can keep one.
 struct GradientPass {
   Trace trace;
   Grads grads;
   Vec dlogits;  // (classes) one-hot at the target
 
-  double run(const Model& m, const Image& x, int target) {
-    vit_forward(trace, m, x);
+  double run(const Model& m, const Image& x, int target, const ForwardOptions& fo) {
+    vit_forward(trace, m, x, fo);
     dlogits = Vec::Zero(m.config.classes);
     dlogits[target] = 1.0f;
-    vit_backward(grads, nullptr, m, trace, dlogits);
+    vit_backward(grads, nullptr, m, trace, dlogits, fo);
     return double(trace.logits[target]);
   }
 };
@@ -175,8 +175,9 @@ void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, co
   std::vector<Image> point(size_t(workers), Image(c.channels, c.image_h, c.image_w));  // x' + α(x − x')
   std::vector<double> integral(N, 0.0);  // Σ_k w_k ∇y_t(point_k), (C, H, W)
 
+  const ForwardOptions fo = masked(st.trace);  // the path through the same masked model
   GradientPass first;
-  const double f_baseline = first.run(m, base, out.target);
+  const double f_baseline = first.run(m, base, out.target, fo);
 
   for_each_unit(
       n, workers, opt.progress, "integrated-gradients",
@@ -184,7 +185,7 @@ void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, co
         Image& z = point[size_t(t)];
         const double a = alpha[size_t(k)];
         for (size_t i = 0; i < N; ++i) z.data[i] = float(base.data[i] + a * (double(x.data[i]) - base.data[i]));
-        pass[size_t(t)].run(m, z, out.target);
+        pass[size_t(t)].run(m, z, out.target, fo);
       },
       [&](int k, int t) {
         const double w = weight[size_t(k)];
@@ -253,7 +254,9 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
           // the inner method's own progress, mapped into this sample's share of the outer bar
           inner.progress = [&opt, s, samples](double f) { return opt.progress((s + std::min(f, 1.0)) / samples); };
         }
-        part[size_t(t)] = explain(m, noisy, inner_method, inner);
+        ExplainState copy;  // the noisy copy through the same masked model
+        copy.set_input(m, noisy, st.trace.head_mask);
+        part[size_t(t)] = explain(m, copy, inner_method, inner);
       },
       [&](int, int t) {
         const Explanation& e = part[size_t(t)];

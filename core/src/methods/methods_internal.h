@@ -26,6 +26,10 @@ void grad_x_input(Explanation& out, const Model& m, ExplainState& st, const Meth
 void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
 void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt);
 
+// The forward options of the pass `tr` recorded: its head mask (ExplainState), so that every pass a
+// method runs on its own (IG's path, smoothgrad's copies) is of the same masked model.
+ForwardOptions masked(const Trace& tr);
+
 // ∂y_t/∂(every activation) for out.target, computed once per (input, target).
 const Grads& target_grads(const Model& m, ExplainState& st, int target);
 

@@ -10,7 +10,7 @@ namespace {
 
 const TraceD& trace_d(const Model& m, ExplainState& st) {
   if (!st.has_trace_d) {
-    lrp_forward(st.trace_d, m, st.trace.input);
+    lrp_forward(st.trace_d, m, st.trace.input, st.trace.head_mask);  // the same heads off
     st.has_trace_d = true;
   }
   return st.trace_d;

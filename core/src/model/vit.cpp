@@ -25,6 +25,8 @@ void check_options(const ForwardOptions& opt, const Config& c) {
   if (!opt.head_mask.empty() && opt.head_mask.size() != size_t(c.depth) * size_t(c.heads))
     throw Error(ErrorCode::bad_argument, "head mask needs depth × heads = " +
                                              std::to_string(c.depth * c.heads) + " values");
+  for (float v : opt.head_mask)
+    if (v != 0.0f && v != 1.0f) throw Error(ErrorCode::bad_argument, "head mask values must be 0 (off) or 1 (on)");
   if (opt.override_block >= 0) {
     if (opt.override_block >= c.depth || !opt.override_attn ||
         opt.override_attn->size() != size_t(c.heads))
@@ -100,6 +102,7 @@ void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions
   check_options(opt, c);
 
   tr.input = x;
+  tr.head_mask = opt.head_mask;
   im2col(tr.patches, x, c.patch);
   linear_forward(tr.embed, tr.patches, p.patch_w, p.patch_b);
   tokens_forward<float>(tr.tokens, nullptr, tr.embed, p, c);

@@ -34,9 +34,10 @@ bool same_rules(const LrpRules& a, const LrpRules& b) {
          a.softmax == b.softmax && a.layernorm == b.layernorm && a.patch == b.patch;
 }
 
-void lrp_forward(TraceD& t, const Model& m, const Image& x) {
+void lrp_forward(TraceD& t, const Model& m, const Image& x, const std::vector<float>& head_mask) {
   const Config& c = m.config;
   const Params& p = m.params;
+  assert(head_mask.empty() || head_mask.size() == size_t(c.depth) * size_t(c.heads));
   const double eps = double(c.ln_eps);
   LrpScratch s;
   Mat patches;  // (P, C·p·p) float: the image values, exact in double
@@ -54,7 +55,9 @@ void lrp_forward(TraceD& t, const Model& m, const Image& x) {
   BlockScratchD bs;
   for (int b = 0; b < c.depth; ++b) {
     MatD& out = (b + 1 < c.depth) ? t.blocks[size_t(b) + 1].x : t.x_final;
-    block_forward(out, t.blocks[size_t(b)], bs, p.blocks[size_t(b)], c, 1, BlockRecord::relevance);
+    BlockOptionsT<double> o;
+    if (!head_mask.empty()) o.head_mask = head_mask.data() + size_t(b) * size_t(c.heads);
+    block_forward(out, t.blocks[size_t(b)], bs, p.blocks[size_t(b)], c, 1, BlockRecord::relevance, o);
   }
   if (c.final_norm)
     layernorm_forward(t.ln_f, t.lnf_mean, t.lnf_rstd, t.x_final, p.norm_w, p.norm_b, eps);

@@ -28,7 +28,8 @@ namespace vitlens {
 Vec target_prob_grad(const Config& c, const Vec& logits, int target);
 
 // The attattr matrices of every block (L × H × (n, n)) for the input `tr` was traced on (a forward
-// pass without head mask or override). steps = m ≥ 1. Blocks run on up to `threads` threads (the
+// pass without override; with a head mask (Trace::head_mask) the scaled copies run the blocks above
+// masked too, and an off head's Attr is 0 since its A is). steps = m ≥ 1. Blocks run on up to `threads` threads (the
 // result does not depend on the count); `progress` (may be empty) is called on the calling thread
 // with the fraction of blocks done; when it returns false, throws Error(cancelled).
 std::vector<AttAttrBlock> attattr_blocks(const Model& m, const Trace& tr, int target, int steps,
@@ -74,8 +75,9 @@ struct HeadScores {
   int images = 0;
 };
 HeadScores head_scores_zero(const Config& c);
-// Adds one image's scores; `attr` from attattr_blocks on `tr`, F = the probability of `target`,
-// `gold` the image's labels for the loss (empty: {target}, the loss of the predicted class).
+// Adds one image's scores; `attr` from attattr_blocks on `tr` (empty: the attattr scores are not
+// added), F = the probability of `target`, `gold` the image's labels for the loss (empty: {target},
+// the loss of the predicted class).
 void head_scores_add(HeadScores& s, const Model& m, const Trace& tr, int target,
                      const std::vector<AttAttrBlock>& attr, const std::vector<int>& gold = {});
 

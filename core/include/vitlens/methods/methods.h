@@ -156,8 +156,22 @@ struct Explanation {
 // What the methods share for one input, owned by the caller: the forward trace, the gradient of
 // the target logit, the double-precision trace and the relevance passes. Each is computed on
 // first use and reused by later calls (the all-methods grid runs every pass once).
+//
+// Heads switched off: with a head mask (ForwardOptions::head_mask, L·H entries, 0 = off) every
+// method explains the masked model. An off head's attention is 0 in the forward pass, and every
+// pass a method runs follows that forward: the gradients (∇A, ∂y_t/∂x), the double-precision
+// trace and its relevance passes, the IG path and smoothgrad's noisy copies, attattr's scaled
+// copies of each block (the blocks above run masked too), the norm-based decomposition. So the
+// attention-derived methods see A_l,h = 0 for an off head: raw-attention and rollout average it
+// into E_h[A] as a zero (a row of E_h[A] then sums to the share of heads on, so rollout's
+// rownorm(E_h[A] + I) gives the identity, the residual, a larger share; head-fusion max ignores
+// the off head, min is 0 wherever one is off), and every product with A or with its
+// relevance — (∇A ⊙ A)⁺, (∇A ⊙ R_A)⁺, attn-gradcam's w_h·A_h, Attr = A ⊙ ∫∂F/∂A, ‖Σ_h A_h·v_h W_O^h‖
+// — is 0 for it. Every method but raw-attention and rollout therefore gives the map of the model
+// whose projection columns of the off heads (W_proj[:, h·d_h … (h+1)·d_h)) are zero (tested);
+// those two read A without a weight, so for them the two models differ.
 struct ExplainState {
-  Trace trace;            // the float forward pass of the input
+  Trace trace;            // the float forward pass of the input (trace.head_mask: its head mask)
   int grads_target = -1;  // the class `grads` was computed for (−1: none)
   Grads grads;
   bool has_trace_d = false;
@@ -165,8 +179,9 @@ struct ExplainState {
   RelevancePass chefer, attnlrp;
   RelevancePass chefer_variant;  // Chefer's rules with another linear or add rule (the last asked for)
 
-  // Runs the forward pass of x and forgets everything derived from a previous input.
-  void set_input(const Model& m, const Image& x);
+  // Runs the forward pass of x, with the heads `head_mask` switches off (L·H values 0 or 1, flat
+  // index l·H + h; empty = all on), and forgets everything derived from a previous input.
+  void set_input(const Model& m, const Image& x, const std::vector<float>& head_mask = {});
   // Forgets everything derived from `trace` (call after filling `trace` yourself).
   void clear_derived();
 };

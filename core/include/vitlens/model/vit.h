@@ -34,6 +34,7 @@ struct Trace : HeadTrace {
   Vec pre_mean, pre_rstd;   // (n)
   std::vector<BlockTrace> blocks;  // (L) one copy each, BlockRecord::all
   Mat x_final;              // (n, d)    output of the last block
+  std::vector<float> head_mask;  // (L·H)  the ForwardOptions::head_mask the pass ran with; empty = all on
   // HeadTrace: ln_f … logits
 };
 
@@ -67,7 +68,11 @@ class HeadLinear {
 
 // Options that change the forward computation (used by AttAttr and head pruning).
 struct ForwardOptions {
-  // (L·H) multipliers 0 or 1 on each head's attention; empty = all heads on.
+  // (L·H) multipliers 0 or 1 on each head's attention, flat index l·H + h; empty = all heads on.
+  // A head at 0 is switched off: its attention A_l,h is set to 0 after the softmax (so its
+  // context A·v is 0 and only the projection bias remains of it), and the trace records that
+  // A = 0; the backward pass differentiates this masked model (∂y/∂A_l,h of an off head is the
+  // gradient at A = 0, dctx_h·v_hᵀ; its scores get none).
   std::vector<float> head_mask;
   // If override_block >= 0, that block's attention is not computed from q·kᵀ but set to
   // `*override_attn` (H × (n, n)); the backward pass then stops at A for that block.

@@ -73,8 +73,10 @@ struct TraceD {
   VecD logits;        // (classes)
 };
 
-// Recomputes the forward pass of `x` in double from the model's float weights.
-void lrp_forward(TraceD& t, const Model& m, const Image& x);
+// Recomputes the forward pass of `x` in double from the model's float weights, with the heads
+// `head_mask` switches off (ForwardOptions::head_mask: their A = 0; empty = all on). The
+// relevance rules then read A = 0 and a zero context for an off head, so no relevance reaches it.
+void lrp_forward(TraceD& t, const Model& m, const Image& x, const std::vector<float>& head_mask = {});
 
 // One layer's line of the conservation report: Σ of the relevance arriving at the layer and Σ
 // of the relevance it passes to all its inputs. Layer names follow the reference
