@@ -63,17 +63,6 @@ std::string shortest_number(double v) {
   return buf;
 }
 
-// Sets NaN / ±Inf entries to 0; returns whether there were any.
-bool sanitise(Mat& map) {
-  bool bad = false;
-  for (Eigen::Index i = 0; i < map.size(); ++i)
-    if (!std::isfinite(map.data()[i])) {
-      map.data()[i] = 0.0f;
-      bad = true;
-    }
-  return bad;
-}
-
 // One worker's reusable state.
 struct Worker {
   ExplainState st;   // the evaluated model on the clean input
@@ -96,7 +85,7 @@ Mat method_map(const Model& m, ExplainState& st, const EvalMethod& method, int t
     px = upsample_bilinear(e.token_map, c.image_h, c.image_w);
   else
     fail("method '" + method.spec + "' returned no map to evaluate");
-  nonfinite = sanitise(px) || nonfinite;
+  nonfinite = zero_nonfinite(px.data(), int(px.size())) || nonfinite;
   return px;
 }
 

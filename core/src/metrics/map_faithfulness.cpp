@@ -3,6 +3,7 @@
 // figures of metrics.cpp and faithfulness.cpp.
 #include "vitlens/metrics/map_faithfulness.h"
 
+#include <cmath>
 #include <string>
 
 #include "vitlens/metrics/faithfulness.h"
@@ -21,6 +22,16 @@ void score_curve(FaithfulnessCurve& fc, const Config& c, int cls) {
 }
 
 }  // namespace
+
+bool zero_nonfinite(float* map, int n) {
+  bool bad = false;
+  for (int i = 0; i < n; ++i)
+    if (!std::isfinite(map[i])) {
+      map[i] = 0.0f;
+      bad = true;
+    }
+  return bad;
+}
 
 std::array<int, perturbation_steps - 1> curve_tops(const PerturbationCurve& c) {
   std::array<int, perturbation_steps - 1> top{};

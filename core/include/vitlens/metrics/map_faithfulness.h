@@ -67,7 +67,8 @@ struct MapFaithfulness {
   double share = none;
 };
 
-// The figures `opt` asks for, of `map` (H×W floats at the model's input size, row-major, finite)
+// The figures `opt` asks for, of `map` (H×W floats at the model's input size, row-major, finite:
+// see zero_nonfinite)
 // on `clean` (the model's normalised C×H×W input, whose logits are `clean_logits`), into `out`
 // (its fields not asked for are reset to none / false). Order of work: black positive, black
 // negative, ROAD positive, ROAD negative, then the mask figures. Throws Error(bad_shape) when the
@@ -75,6 +76,10 @@ struct MapFaithfulness {
 // the model or `other` is given without `mask`, Error(cancelled) when progress returns false.
 void map_faithfulness(MapFaithfulness& out, PerturbationWork& w, const Model& m, const Image& clean,
                       const Vec& clean_logits, const float* map, int map_size, const MapFaithfulnessOptions& opt);
+
+// Sets the NaN and ±Inf values of a map (n floats) to 0, the benchmark's convention for maps that
+// perturbation_order cannot rank; returns whether there were any.
+bool zero_nonfinite(float* map, int n);
 
 // The arg-max class after each step but the first (the benchmark's record of a curve, eval.h).
 std::array<int, perturbation_steps - 1> curve_tops(const PerturbationCurve& c);
