@@ -8,6 +8,7 @@
 import { VitlensError, WorkerClient } from './client.js';
 import { emit } from './events.js';
 import { $ } from './views/util.js';
+import { createCompareView } from './views/compare.js';
 import { createEditorView } from './views/editor.js';
 import { createExplanationView } from './views/explanation.js';
 import { createFilesView } from './views/files.js';
@@ -34,7 +35,7 @@ const app = {
   info: null, // the loaded model's description (files)
   inputSize: 'model', // the size images are explained at: 'model' (its own) or 'aspect' (the image's) (inputSize)
   inputInfo: null, // the description of the model that saw the image: app.info, or at the image's aspect its resized copy's (prediction)
-  image: null, // { blob, bitmap, name, labels } (files; the editor replaces the blob after edits)
+  image: null, // { blob, bitmap, name, labels, items } (files; items: a gallery scene's objects with their mask files; the editor replaces the blob after edits)
   editor: null, // the scene editor: the image as edited, drawn everywhere instead of the original (editor)
   predictions: [], // (prediction)
   predictMs: 0, // (prediction)
@@ -58,6 +59,7 @@ const app = {
   cancelExplains() {
     app.client?.cancelAll('explain');
     app.client?.cancelAll('perturb');
+    app.client?.cancelAll('faithfulness');
     emit('explains-cancelled');
   },
 };
@@ -145,6 +147,7 @@ async function main() {
   v.teaching = createTeachingView(app);
   v.matrices = createMatricesView(app);
   v.perturbation = createPerturbationView(app);
+  v.compare = createCompareView(app);
   v.gallery = createGalleryView(app);
   v.files = createFilesView(app);
   $('error-close').addEventListener('click', clearError);
