@@ -96,7 +96,11 @@ void print_help() {
       "patches as the checkpoint; the position embedding is resampled bicubically (as Hugging Face's\n"
       "interpolate_pos_encoding, without antialiasing).\n"
       "--save-stages FILE.npz (norm-based): every block's map of each stage, the mixing ratios and the\n"
-      "per-head atb maps (arrays: README, \"Norm-based analysis\").\n\n"
+      "per-head atb maps (arrays: README, \"Norm-based analysis\").\n"
+      "--ff-summary (norm-based): the FF's effect on this image per block (atb-res-ln → atb-res-ln-ff):\n"
+      "Spearman ρ of the two maps (whole map, mean over query rows, the row of token --ff-query N,\n"
+      "default 0) and each stage's mixing ratio averaged over the tokens; with --json, as \"ff_summary\"\n"
+      "with ρ of every query row.\n\n"
       "method options (a method rejects the ones it does not read):\n");
   for (const OptionSpec* o : all_options()) {
     std::string users;
@@ -184,8 +188,8 @@ ProgressFn progress_bar(const std::string& method) {
 
 int cmd_explain(int argc, char** argv) {
   // The flags: this command's own, and every method option of the registry (options.h).
-  std::vector<std::string> values = {"input", "method", "save-map", "out", "input-size", "save-stages"};
-  std::vector<std::string> flags = {"help", "list", "json", "conservation", "progress"};
+  std::vector<std::string> values = {"input", "method", "save-map", "out", "input-size", "save-stages", "ff-query"};
+  std::vector<std::string> flags = {"help", "list", "json", "conservation", "progress", "ff-summary"};
   for (const OptionSpec* o : all_options()) {
     (o->kind == OptionKind::flag ? flags : values).push_back(flag_name(*o));
     for (const OptionSpec::Alias& a : o->aliases) flags.push_back(a.word);
@@ -206,9 +210,15 @@ int cmd_explain(int argc, char** argv) {
   const std::string method = info->name;
   if (args.has("save-stages") && method != "norm-based")
     throw Error(ErrorCode::bad_argument, "--save-stages needs --method norm-based (it saves that method's stage maps)");
+  if ((args.has("ff-summary") || args.has("ff-query")) && method != "norm-based")
+    throw Error(ErrorCode::bad_argument, "--ff-summary needs --method norm-based (it summarises that method's stage maps)");
+  if (args.has("ff-query") && !args.has("ff-summary"))
+    throw Error(ErrorCode::bad_argument, "--ff-query goes with --ff-summary (the query row whose ρ is printed)");
   const std::string image_path = args.positional().size() > 1 ? args.positional()[1] : "";
   const Model m = apply_input_size(load_model_arg(args.positional()[0]), args, image_path);
   const Image x = load_input(args, m.config, image_path);
+  if (args.has("ff-query") && (args.get_int("ff-query", 0) < 0 || args.get_int("ff-query", 0) >= m.config.tokens()))
+    throw Error(ErrorCode::bad_argument, "--ff-query must be a token index in [0, " + std::to_string(m.config.tokens()) + ")");
   // Every option given as a flag, through core's parser in the order the API uses (each value's
   // own checks first; explain() then rejects the ones this method does not read), then the spec's
   // own options on top: an option given both ways is refused (apply_method_spec).
@@ -245,6 +255,7 @@ int cmd_explain(int argc, char** argv) {
                           {"shape", {saved.rows(), saved.cols()}},
                           {"map", std::vector<float>(saved.data(), saved.data() + saved.size())}};
     if (info->reports_relevance) out["conservation"] = report_json(ex.conservation);
+    if (args.has("ff-summary")) out["ff_summary"] = ff_summary_json(ex);
     if (ex.has_completeness)
       out["completeness"] = {{"attribution_sum", ex.completeness.attribution_sum},
                              {"f_input", ex.completeness.f_input},
@@ -273,6 +284,7 @@ int cmd_explain(int argc, char** argv) {
     if (!std::isnan(r.image_sum)) std::printf(", at the pixels %.6g", r.image_sum);
     std::printf(" (--conservation: after each layer)\n");
   }
+  if (args.has("ff-summary")) print_ff_summary(ex, args.get_int("ff-query", 0));
   return 0;
 }
 

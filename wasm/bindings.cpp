@@ -974,37 +974,46 @@ val output_spec_to_js(const OutputSpec& s) {
   return o;
 }
 
+// An explanation's norm output (L × {maps: {stage: n·n}, mixing: {stage: n}}, every stage) back
+// into core's blocks; `n` is set to the side of the maps.
+std::vector<NormBlock> norm_blocks_in(const val& norm, int& n) {
+  if (!norm.isArray() || norm["length"].as<int>() < 1)
+    throw Error(ErrorCode::bad_argument, "norm must be an explanation's norm output (an array of blocks)");
+  const int L = norm["length"].as<int>();
+  if (L > limits::max_depth) throw Error(ErrorCode::limit, "norm has more blocks than any model");
+  const int64_t max_n2 = limits::max_tokens * limits::max_tokens;
+  std::vector<NormBlock> blocks(static_cast<size_t>(L));  // (L)
+  n = -1;
+  for (int b = 0; b < L; ++b) {
+    const val maps = norm[b]["maps"], mixing = norm[b]["mixing"];
+    for (int s = 0; s < norm_stage_count; ++s) {
+      const char* stage = norm_stage_name(NormStage(s));
+      if (maps.isUndefined() || mixing.isUndefined() || maps[stage].isUndefined() || mixing[stage].isUndefined())
+        throw Error(ErrorCode::bad_argument, std::string("norm block lacks the stage ") + stage);
+      const std::vector<float> m = copy_in<float>(maps[stage], max_n2, "a norm map");
+      const int side = int(std::lround(std::sqrt(double(m.size()))));
+      if (side < 1 || int64_t(side) * side != int64_t(m.size()) || (n >= 0 && side != n))
+        throw Error(ErrorCode::bad_shape, "norm maps must all be n·n values of the same n");
+      n = side;
+      blocks[size_t(b)].maps[s] = Eigen::Map<const Mat>(m.data(), n, n);
+      const std::vector<float> r = copy_in<float>(mixing[stage], limits::max_tokens, "a mixing ratio");
+      blocks[size_t(b)].mixing[s] = Eigen::Map<const Vec>(r.data(), Eigen::Index(r.size()));
+    }
+  }
+  return blocks;
+}
+
 // The norm-based stages as the .npz `vitlens explain --save-stages` writes (encode_norm_stages_npz):
 // `norm` is an explanation's norm output (L × {maps: {stage: n·n}, mixing: {stage: n}}), `heads`
 // Input.normHeads() or an empty array. Returns the file's bytes (Uint8Array).
 val encode_norm_stages_js(val norm, val heads) {
   return guarded([&] {
-    if (!norm.isArray() || norm["length"].as<int>() < 1)
-      throw Error(ErrorCode::bad_argument, "norm must be an explanation's norm output (an array of blocks)");
-    const int L = norm["length"].as<int>();
-    if (L > limits::max_depth) throw Error(ErrorCode::limit, "norm has more blocks than any model");
-    const int64_t max_n2 = limits::max_tokens * limits::max_tokens;
-    std::vector<NormBlock> blocks(static_cast<size_t>(L));  // (L)
     int n = -1;
+    const std::vector<NormBlock> blocks = norm_blocks_in(norm, n);
+    const int64_t max_n2 = limits::max_tokens * limits::max_tokens;
     auto square = [&](const std::vector<float>& v) {
-      const int side = int(std::lround(std::sqrt(double(v.size()))));
-      if (int64_t(side) * side != int64_t(v.size()) || (n >= 0 && side != n))
-        throw Error(ErrorCode::bad_shape, "norm maps must all be n·n values of the same n");
-      n = side;
+      if (int64_t(n) * n != int64_t(v.size())) throw Error(ErrorCode::bad_shape, "head maps must be n·n values, n as the norm maps'");
     };
-    for (int b = 0; b < L; ++b) {
-      const val maps = norm[b]["maps"], mixing = norm[b]["mixing"];
-      for (int s = 0; s < norm_stage_count; ++s) {
-        const char* stage = norm_stage_name(NormStage(s));
-        if (maps.isUndefined() || mixing.isUndefined() || maps[stage].isUndefined() || mixing[stage].isUndefined())
-          throw Error(ErrorCode::bad_argument, std::string("norm block lacks the stage ") + stage);
-        const std::vector<float> m = copy_in<float>(maps[stage], max_n2, "a norm map");
-        square(m);
-        blocks[size_t(b)].maps[s] = Eigen::Map<const Mat>(m.data(), n, n);
-        const std::vector<float> r = copy_in<float>(mixing[stage], limits::max_tokens, "a mixing ratio");
-        blocks[size_t(b)].mixing[s] = Eigen::Map<const Vec>(r.data(), Eigen::Index(r.size()));
-      }
-    }
     std::vector<std::vector<Mat>> head_maps;
     if (!heads.isUndefined() && !heads.isNull()) {
       if (!heads.isArray()) throw Error(ErrorCode::bad_argument, "heads must be Input.normHeads() or []");
@@ -1023,6 +1032,31 @@ val encode_norm_stages_js(val norm, val heads) {
     }
     const std::vector<uint8_t> bytes = encode_norm_stages_npz(blocks, head_maps);
     return val::global("Uint8Array").new_(emscripten::typed_memory_view(bytes.size(), bytes.data()));
+  });
+}
+
+// One image's FF effect per block (norm_image_summary, atb-res-ln → atb-res-ln-ff), from an
+// explanation's norm output: L × {shareBefore, shareAfter: n·n Float32Array (s[i, j] = N[i, j] /
+// Σ_{k≠i} N[i, k], s[i, i] = 0), rhoQuery: n Float64Array (ρ of each query row), rhoFlat, rhoRows,
+// mixingMean: {stage: r̄}}.
+val norm_image_summary_js(val norm) {
+  return guarded([&] {
+    int n = -1;
+    const std::vector<NormImageBlock> sum = norm_image_summary(norm_blocks_in(norm, n));
+    val out = val::array();
+    for (const NormImageBlock& o : sum) {
+      val b = val::object();
+      b.set("shareBefore", mat_out(o.share_before));
+      b.set("shareAfter", mat_out(o.share_after));
+      b.set("rhoQuery", val::global("Float64Array").new_(emscripten::typed_memory_view(o.rho_query.size(), o.rho_query.data())));
+      b.set("rhoFlat", o.rho_flat);
+      b.set("rhoRows", o.rho_rows);
+      val mix = val::object();
+      for (int s = 0; s < norm_stage_count; ++s) mix.set(norm_stage_name(NormStage(s)), o.mixing_mean[s]);
+      b.set("mixingMean", mix);
+      out.call<void>("push", b);
+    }
+    return out;
   });
 }
 
@@ -1108,6 +1142,7 @@ EMSCRIPTEN_BINDINGS(vitlens) {
   emscripten::function("memoryStats", &memory_stats_js);
   emscripten::function("threads", &thread_limit);
   emscripten::function("encodeNormStages", &encode_norm_stages_js);
+  emscripten::function("normImageSummary", &norm_image_summary_js);
 #if defined(__EMSCRIPTEN_PTHREADS__)
   emscripten::function("takeError", &take_error);
 #endif

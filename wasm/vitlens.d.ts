@@ -260,6 +260,23 @@ export interface Explanation {
 
 export type NormStageName = "atb" | "atb-res" | "atb-res-ln" | "atb-res-ln-ff" | "layer";
 
+/** One block of normImageSummary: the FF's transition atb-res-ln → atb-res-ln-ff on one image
+ * (core's norm_image_summary, eval/norm_ff.h). */
+export interface NormImageBlock {
+  /** n×n row-major: key j's share of query i's context before the FF, s[i, j] = N[i, j] / Σ_{k≠i} N[i, k]; s[i, i] = 0. */
+  shareBefore: Float32Array;
+  /** The same after the FF (atb-res-ln-ff). */
+  shareAfter: Float32Array;
+  /** n: Spearman ρ between query row i of the two maps (over all n keys). */
+  rhoQuery: Float64Array;
+  /** ρ between the two n×n maps flattened. */
+  rhoFlat: number;
+  /** The mean of rhoQuery. */
+  rhoRows: number;
+  /** Each stage's mixing ratio averaged over the n tokens. */
+  mixingMean: Record<NormStageName, number>;
+}
+
 /** One direction of the perturbation test of a map on an input (core's perturbation_curve, as
  * `vitlens eval` runs it): step s = 0 … 9 removes the first removed[s] = floor(n·s/10) pixels in
  * core's perturbation order (ties: lower pixel index first, both directions), set to 0 in [0, 1]. */
@@ -453,6 +470,9 @@ export interface VitlensModule {
    * (L, n, n), mixing_ratio (L, 5, n), atb_heads (L, H, n, n), all float32.
    */
   encodeNormStages(norm: NonNullable<Explanation['norm']>, heads: Float32Array[][]): Uint8Array;
+  /** Per block, the FF's effect on the image of an explanation's `norm` (what `vitlens explain
+   * --method norm-based --ff-summary --json` prints, plus the context shares). */
+  normImageSummary(norm: NonNullable<Explanation['norm']>): NormImageBlock[];
   /** vitlens-mt.js only (Emscripten's pthread pool): terminateAllThreads() lets node exit. */
   PThread?: { terminateAllThreads(): void };
 }

@@ -11,6 +11,7 @@ import { $ } from './views/util.js';
 import { createCompareView } from './views/compare.js';
 import { createEditorView } from './views/editor.js';
 import { createExplanationView } from './views/explanation.js';
+import { createFfView } from './views/ff.js';
 import { createFilesView } from './views/files.js';
 import { createGalleryView } from './views/gallery.js';
 import { createGridView } from './views/grid.js';
@@ -146,6 +147,7 @@ async function main() {
   v.grid = createGridView(app);
   v.teaching = createTeachingView(app);
   v.matrices = createMatricesView(app);
+  v.ff = createFfView(app);
   v.perturbation = createPerturbationView(app);
   v.compare = createCompareView(app);
   v.gallery = createGalleryView(app);

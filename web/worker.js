@@ -3,7 +3,7 @@
 // Protocol (a small typed union; see client.js for the main-thread side):
 //   request  main → worker   { type, id, in }           type: init | loadModel | importModel |
 //                                                             saveModel | prepare | release | explain | teach |
-//                                                             attattr | normStages | perturb | faithfulness |
+//                                                             attattr | normStages | normFf | perturb | faithfulness |
 //                                                             stats | cancel
 //   reply    worker → main   { type: 'result', id, out }
 //                            { type: 'error',  id, err: { code, message } }
@@ -309,6 +309,29 @@ const handlers = {
     const { x } = inputOf(image);
     const bytes = vitlens.encodeNormStages(norm, x.normHeads());
     return { out: bytes, transfer: [bytes.buffer] };
+  },
+
+  // The feed-forward's effect on the image (the page's "The feed-forward's effect"): the norm-based
+  // maps (an explanation's `norm`: sent back when the page has them, else computed here, with
+  // progress and the shared cancel flag as explain's) and the engine's per-block summary of the
+  // FF's transition (normImageSummary: context shares, Spearman ρ, mixing means). Answers
+  // { norm (only when computed here), summary, ms: { explain, summary } }.
+  async normFf({ image, norm, cancelFlag }) {
+    const { x } = inputOf(image);
+    const ms = { explain: 0, summary: 0 };
+    let computed = null;
+    if (!norm) {
+      const t0 = performance.now();
+      computed = x.explain('norm-based', { onProgress: progressOption(running?.id, cancelFlag) }).norm;
+      ms.explain = performance.now() - t0;
+    }
+    const t1 = performance.now();
+    const summary = vitlens.normImageSummary(norm ?? computed);
+    ms.summary = performance.now() - t1;
+    const transfer = [];
+    for (const b of summary) transfer.push(b.shareBefore.buffer, b.shareAfter.buffer, b.rhoQuery.buffer);
+    if (computed) for (const b of computed) for (const part of [b.maps, b.mixing]) for (const a of Object.values(part)) transfer.push(a.buffer);
+    return { out: { norm: computed, summary, ms }, transfer };
   },
 
   // What the engine builds on an attattr explanation of the image (its `attattr`, sent back):

@@ -3,7 +3,8 @@
 // the mixing ratios and the rollout token map of every stage; the decomposition identities (the
 // pieces of a row plus the bias term reproduce the actual activation at every stage); results
 // independent of the thread count; the memory held per block and per row (no n×n×d array);
-// cancellation; not class-specific; the atb map per head (norm_head_maps).
+// cancellation; not class-specific; the atb map per head (norm_head_maps); one image's FF summary
+// (norm_image_summary: context shares, Spearman ρ, mixing means) against the reference's.
 //
 // Set VITLENS_PARITY_REPORT=1 to print the worst error per shape and stage.
 #include <catch2/catch.hpp>
@@ -15,6 +16,7 @@
 
 #include "helpers.h"
 #include "vitlens/tensor/error.h"
+#include "vitlens/eval/norm_ff.h"
 #include "vitlens/io/io.h"
 #include "vitlens/methods/methods.h"
 #include "vitlens/methods/norm_maps.h"
@@ -255,4 +257,61 @@ TEST_CASE("norm-based per-head atb maps match the float64 reference", "[norm][re
   vit_forward(tr, c.model, c.input);
   CHECK_THROWS_AS(norm_head_maps(c.model, tr, c.model.config.depth), Error);
   CHECK_THROWS_AS(norm_head_maps(c.model, Trace{}, 0), Error);
+}
+
+// One image's FF summary (norm_image_summary) against the reference's (norm_ref.image_summary,
+// ff_*.npy): (a) on the reference's own maps, rounded to float32 as the engine holds them, the
+// statistics alone (shares 1e-6, ρ 1e-9: the same ranks; mixing means 1e-6); (b) on the engine's maps
+// (shares and mixing means 1e-4 as the maps; ρ to 1e-9 too when no two entries of a row swap ranks
+// under the maps' error, which holds on these fixtures — a swap would move a row's ρ by ≥ 6·2/(n³ − n)).
+TEST_CASE("norm_image_summary matches the float64 reference", "[norm][reference][norm_ff]") {
+  for (const char* shape : {"nonsquare", "gray"}) {
+    const NormCase c = load_norm_case(shape);
+    const int n = c.model.config.tokens(), L = c.model.config.depth;
+    INFO("shape " << shape);
+    const NpyArray maps = read_npy(c.dir + "maps.npy");      // (L, 5, n, n)
+    const NpyArray mixing = read_npy(c.dir + "mixing.npy");  // (L, 5, n)
+    const NpyArray shares = read_npy(c.dir + "ff_shares.npy");           // (L, 2, n, n)
+    const NpyArray rho = read_npy(c.dir + "ff_rho.npy");                 // (L, n + 2)
+    const NpyArray mix_mean = read_npy(c.dir + "ff_mixing_mean.npy");    // (L, 5)
+    REQUIRE(shares.shape == std::vector<int64_t>{L, 2, n, n});
+    REQUIRE(rho.shape == std::vector<int64_t>{L, n + 2});
+    REQUIRE(mix_mean.shape == std::vector<int64_t>{L, 5});
+    std::vector<NormBlock> ref_blocks(static_cast<size_t>(L));
+    for (int b = 0; b < L; ++b)
+      for (int s = 0; s < 5; ++s) {
+        Mat m(n, n);
+        Vec r(n);
+        for (int k = 0; k < n * n; ++k) m.data()[k] = float(maps.data[(size_t(b) * 5 + size_t(s)) * size_t(n * n) + size_t(k)]);
+        for (int k = 0; k < n; ++k) r[k] = float(mixing.data[(size_t(b) * 5 + size_t(s)) * size_t(n) + size_t(k)]);
+        ref_blocks[size_t(b)].maps[s] = m;
+        ref_blocks[size_t(b)].mixing[s] = r;
+      }
+    ExplainState st;
+    st.set_input(c.model, c.input);
+    const Explanation e = explain(c.model, st, "norm-based", MethodOptions{});
+    const double tol_share[2] = {1e-6, 1e-4};
+    int k_case = 0;
+    const std::vector<NormBlock>* cases[2] = {&ref_blocks, &e.norm};
+    for (const std::vector<NormBlock>* blocks : cases) {
+      INFO((k_case == 0 ? "the reference's maps" : "the engine's maps"));
+      const std::vector<NormImageBlock> sum = norm_image_summary(*blocks);
+      REQUIRE(sum.size() == size_t(L));
+      for (int b = 0; b < L; ++b) {
+        INFO("block " << b);
+        const NormImageBlock& o = sum[size_t(b)];
+        for (int w = 0; w < 2; ++w) {
+          const size_t off = (size_t(b) * 2 + size_t(w)) * size_t(n * n);
+          const std::vector<double> ref(shares.data.begin() + long(off), shares.data.begin() + long(off + size_t(n * n)));
+          CHECK(rel_max_error((w == 0 ? o.share_before : o.share_after).data(), ref) <= tol_share[k_case]);
+        }
+        const double* r = rho.data.data() + size_t(b) * size_t(n + 2);
+        for (int i = 0; i < n; ++i) CHECK(o.rho_query[size_t(i)] == Approx(r[i]).margin(1e-9));
+        CHECK(o.rho_flat == Approx(r[n]).margin(1e-9));
+        CHECK(o.rho_rows == Approx(r[n + 1]).margin(1e-9));
+        for (int s = 0; s < 5; ++s) CHECK(o.mixing_mean[s] == Approx(mix_mean.data[size_t(b) * 5 + size_t(s)]).margin(tol_share[k_case]));
+      }
+      ++k_case;
+    }
+  }
 }

@@ -299,3 +299,55 @@ TEST_CASE("norm_ff: amplification by Chebyshev distance, by hand", "[norm_ff]") 
   CHECK(norm_ff_csv(st).find("0,amp_distance,atb-res-ln → atb-res-ln-ff,2,1.22474487") != std::string::npos);
   CHECK(norm_ff_svgs(st).size() == 4);
 }
+
+// One block of three tokens, the FF's transition (atb-res-ln → atb-res-ln-ff):
+//   before = | 5 1 3 |    after = | 7 3 1 |
+//            | 2 6 2 |            | 4 8 0 |
+//            | 1 1 4 |            | 2 1 9 |
+// Shares (diagonal left out): before rows (0, 1/4, 3/4), (1/2, 0, 1/2), (1/2, 1/2, 0); after rows
+// (0, 3/4, 1/4), (1, 0, 0), (2/3, 1/3, 0).
+// ρ per row: row 0 ranks (3, 1, 2) vs (3, 2, 1): 1 − 6·2/(3·8) = 0.5; row 1 ranks (1.5, 3, 1.5) vs
+// (2, 3, 1): centred (−½, 1, −½)·(0, 1, −1) = 1.5 over √(1.5·2), = √3/2; row 2 (1.5, 1.5, 3) vs
+// (2, 1, 3): likewise √3/2. Mean over rows (0.5 + √3)/3.
+// ρ of the flattened maps: ranks (8, 2, 6, 4.5, 9, 4.5, 2, 2, 7) vs (7, 5, 2.5, 6, 8, 1, 4, 2.5, 9),
+// centred products 35.5, squares 57.5 and 59.5: 35.5/√(57.5·59.5).
+// Mixing ratios of stage s: (0.1·s, 0.2, 0.3), mean (0.1·s + 0.5)/3.
+TEST_CASE("norm_image_summary: shares, ρ and mixing means of one image, by hand", "[norm_ff]") {
+  NormBlock nb = constant_block(3, 1.0f);
+  nb.maps[int(NormStage::atb_res_ln)] << 5, 1, 3, 2, 6, 2, 1, 1, 4;
+  nb.maps[int(NormStage::atb_res_ln_ff)] << 7, 3, 1, 4, 8, 0, 2, 1, 9;
+  for (int s = 0; s < 5; ++s) nb.mixing[s] << 0.1f * float(s), 0.2f, 0.3f;
+  const std::vector<NormImageBlock> out = norm_image_summary({nb, nb});
+  REQUIRE(out.size() == 2);
+  const NormImageBlock& o = out[1];
+  Mat sb(3, 3), sa(3, 3);
+  sb << 0, 0.25f, 0.75f, 0.5f, 0, 0.5f, 0.5f, 0.5f, 0;
+  sa << 0, 0.75f, 0.25f, 1, 0, 0, 2.0f / 3, 1.0f / 3, 0;
+  CHECK((o.share_before - sb).cwiseAbs().maxCoeff() <= 1e-7f);
+  CHECK((o.share_after - sa).cwiseAbs().maxCoeff() <= 1e-7f);
+  REQUIRE(o.rho_query.size() == 3);
+  CHECK(o.rho_query[0] == Approx(0.5).margin(1e-12));
+  CHECK(o.rho_query[1] == Approx(std::sqrt(3.0) / 2).margin(1e-12));
+  CHECK(o.rho_query[2] == Approx(std::sqrt(3.0) / 2).margin(1e-12));
+  CHECK(o.rho_rows == Approx((0.5 + std::sqrt(3.0)) / 3).margin(1e-12));
+  CHECK(o.rho_flat == Approx(35.5 / std::sqrt(57.5 * 59.5)).margin(1e-12));
+  for (int s = 0; s < 5; ++s) CHECK(o.mixing_mean[s] == Approx((0.1 * s + 0.5) / 3).margin(1e-7));
+  // the same as analyze-ff's terms for this image
+  NormFfStats st = norm_ff_start(toy_config(1, 2));
+  norm_ff_add(st, {nb}, toy_config(1, 2), {});
+  CHECK(st.mean_rho_flat(0, norm_ff_ff) == Approx(o.rho_flat).margin(1e-12));
+  CHECK(st.mean_rho_row(0, norm_ff_ff) == Approx(o.rho_rows).margin(1e-12));
+  // another transition reads other maps: atb (all ones) → layer (all ones) is one tie, ρ = 1
+  const NormImageBlock other = norm_image_summary({nb}, {NormStage::atb, NormStage::layer})[0];
+  CHECK(other.rho_flat == 1.0);
+  CHECK(other.share_before(0, 1) == 0.5f);
+  // shapes that do not fit
+  CHECK_THROWS_AS(norm_image_summary({}), Error);
+  NormBlock bad = nb;
+  bad.maps[int(NormStage::atb_res_ln_ff)].resize(2, 2);
+  CHECK_THROWS_AS(norm_image_summary({nb, bad}), Error);
+  bad = nb;
+  bad.mixing[4].resize(2);
+  CHECK_THROWS_AS(norm_image_summary({bad}), Error);
+  CHECK_THROWS_AS(norm_image_summary({constant_block(4, 1.0f), nb}), Error);
+}

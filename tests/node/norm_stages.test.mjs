@@ -2,7 +2,10 @@
 // `explain --method norm-based --save-stages`: the wasm encoder (encodeNormStages) fed the arrays of
 // the CLI's file writes that file byte for byte, and the wasm module's own maps of the same model
 // and input (explain's norm, Input.normHeads) agree with the CLI's within 1e-5. The .npz is read
-// here by a small stored-zip reader of its own (npz.mjs).
+// here by a small stored-zip reader of its own (npz.mjs). The FF summary of the page's "The
+// feed-forward's effect" (normImageSummary) fed the CLI's arrays equals `--ff-summary --json`
+// (ρ and mixing means to 1e-12: the same core code on the same float32 maps), and its context
+// shares equal N[i, j] / Σ_{k≠i} N[i, k] worked out here from the CLI's maps (1e-6).
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -70,12 +73,42 @@ for (const shape of ['nonsquare', 'gray']) {
         assert.ok(e <= 1e-5, `${name}: wasm vs native ${e}`);
       }
 
+      // the FF summary: the CLI's (native core) and the wasm module's on the CLI's arrays
+      const cliSum = JSON.parse(nativeCli('explain', modelPath, '--input', path.join(engine, shape, 'input.npy'), '--method',
+        'norm-based', '--ff-summary', '--json')).ff_summary;
+      assert.equal(cliSum.transition, 'atb-res-ln → atb-res-ln-ff');
+      const sum = vl.normImageSummary(api.norm);
+      const [L, n] = cli.atb.shape;
+      assert.equal(sum.length, L);
+      assert.equal(cliSum.blocks.length, L);
+      const near = (a, b, tol, what) => assert.ok(Math.abs(a - b) <= tol * Math.max(1, Math.abs(b)), `${what}: ${a} vs ${b}`);
+      sum.forEach((o, b) => {
+        const c = cliSum.blocks[b];
+        near(o.rhoFlat, c.rho_flat, 1e-12, `block ${b} ρ flat`);
+        near(o.rhoRows, c.rho_rows, 1e-12, `block ${b} ρ rows`);
+        assert.equal(o.rhoQuery.length, n);
+        o.rhoQuery.forEach((r, i) => near(r, c.rho_query[i], 1e-12, `block ${b} ρ row ${i}`));
+        for (const st of STAGES) near(o.mixingMean[st], c.mixing_mean[st], 1e-12, `block ${b} r̄ ${st}`);
+        for (const [key, stage] of [['shareBefore', 'atb-res-ln'], ['shareAfter', 'atb-res-ln-ff']]) {
+          const N = api.norm[b].maps[stage];
+          assert.equal(o[key].length, n * n);
+          for (let i = 0; i < n; i++) {
+            let tot = 0;
+            for (let j = 0; j < n; j++) if (j !== i) tot += N[i * n + j];
+            for (let j = 0; j < n; j++) near(o[key][i * n + j], j === i ? 0 : N[i * n + j] / tot, 1e-6, `block ${b} ${key}[${i}, ${j}]`);
+          }
+        }
+      });
+      assert.throws(() => vl.normImageSummary([]), /bad_argument/);
+
       // bad input: a JS Error with the code
       assert.throws(() => vl.encodeNormStages([], []), /bad_argument/);
       const short = structuredClone(ex.norm);
       short[0].maps.atb = new Float32Array(3);
       assert.throws(() => vl.encodeNormStages(short, []), /bad_shape/);
+      assert.throws(() => vl.normImageSummary(short), /bad_shape/);
       delete short[0].maps.atb;
+      assert.throws(() => vl.normImageSummary(short), /bad_argument/);
       assert.throws(() => vl.encodeNormStages(short, []), /bad_argument/);
     } finally {
       x?.delete();
@@ -92,6 +125,12 @@ test('the CLI: --save-stages needs norm-based; analyze-ff writes its report', ()
     const image = path.join(repo, 'models/gallery/scene_0000.png');
     assert.throws(() => nativeCli('explain', model, image, '--method', 'rollout', '--save-stages', path.join(tmp, 'x.npz')),
       /--save-stages needs --method norm-based/);
+    assert.throws(() => nativeCli('explain', model, image, '--method', 'rollout', '--ff-summary'), /--ff-summary needs --method norm-based/);
+    assert.throws(() => nativeCli('explain', model, image, '--method', 'norm-based', '--ff-summary', '--ff-query', '65'),
+      /--ff-query must be a token index in \[0, 65\)/);
+    const table = nativeCli('explain', model, image, '--method', 'norm-based', '--ff-summary', '--ff-query', '3');
+    assert.match(table, /\| block \| ρ whole map \| ρ per row \(mean\) \| ρ row 3 \| r̄ atb \|/);
+    assert.equal(table.trim().split('\n').filter((l) => /^\| \d+ \|/.test(l)).length, 6, 'one row per block');
     const out = path.join(tmp, 'ff');
     const printed = nativeCli('analyze-ff', model, '--n', '3', '--out', out, '--threads', '1');
     assert.match(printed, /over 3 images/);

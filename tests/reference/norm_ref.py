@@ -188,3 +188,60 @@ def norm_based(w, params, cfg, image):
               for s, st in enumerate(STAGES)}
     return dict(maps=maps, mixing=mixing, heads=heads, tokens=tokens, worst_identity=worst_identity,
                 worst_trace=worst_trace, trace=tr)
+
+
+# ---- One image's feed-forward effect (the page's "The feed-forward's effect"; eval/norm_ff.h) ----
+
+def average_ranks(v):
+    """Ranks 1…m of the values of v, ties sharing the mean of their ranks (written out, not scipy)."""
+    v = np.asarray(v, dtype=np.float64).ravel()
+    order = np.argsort(v, kind="stable")
+    ranks = np.empty(len(v))
+    i = 0
+    while i < len(v):
+        j = i
+        while j < len(v) and v[order[j]] == v[order[i]]:
+            j += 1
+        ranks[order[i:j]] = 0.5 * (i + 1 + j)
+        i = j
+    return ranks
+
+
+def spearman(a, b):
+    """Spearman's ρ: the Pearson correlation of the average ranks (1 when both are constant,
+    0 when one is)."""
+    ra, rb = average_ranks(a), average_ranks(b)
+    da, db = ra - ra.mean(), rb - rb.mean()
+    saa, sbb = (da * da).sum(), (db * db).sum()
+    if saa == 0 and sbb == 0:
+        return 1.0
+    if saa == 0 or sbb == 0:
+        return 0.0
+    return float((da * db).sum() / math.sqrt(saa * sbb))
+
+
+def context_shares(N):
+    """s[i, j] = N[i, j] / Σ_{k≠i} N[i, k] for j ≠ i, s[i, i] = 0: key j's share of query i's context."""
+    s = np.array(N, dtype=np.float64)
+    np.fill_diagonal(s, 0.0)
+    tot = s.sum(1, keepdims=True)
+    return np.divide(s, tot, out=np.zeros_like(s), where=tot > 0)
+
+
+def image_summary(maps, mixing, before=2, after=3):
+    """Per block, one image's transition from stage `before` to `after` (default atb-res-ln →
+    atb-res-ln-ff, the FF). maps (L, 5, n, n), mixing (L, 5, n) →
+    shares (L, 2, n, n): context shares before, after;
+    rho (L, n + 2): ρ_i of every query row over all n keys, then ρ of the flattened maps, then mean_i ρ_i;
+    mixing_mean (L, 5): the mean over tokens of each stage's mixing ratio."""
+    L, _, n, _ = maps.shape
+    shares = np.zeros((L, 2, n, n))
+    rho = np.zeros((L, n + 2))
+    for b in range(L):
+        A, B = maps[b, before], maps[b, after]
+        shares[b, 0], shares[b, 1] = context_shares(A), context_shares(B)
+        for i in range(n):
+            rho[b, i] = spearman(A[i], B[i])
+        rho[b, n] = spearman(A.ravel(), B.ravel())
+        rho[b, n + 1] = rho[b, :n].mean()
+    return shares, rho, mixing.mean(2)

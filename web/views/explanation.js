@@ -146,7 +146,7 @@ export function createExplanationView(app) {
     const c = $('main-canvas');
     const img = app.views.editor.imageSource();
     if (!img) return;
-    fitCanvas(c, img.width, img.height, Math.min(448, c.parentElement.clientWidth || 448)); // narrower on a phone
+    fitCanvas(c, img.width, img.height, 448);
     const ex = app.explanation;
     drawOverlay(c, img, ex?.pixelMap, ex?.width, ex?.height, display);
     const m = app.methodInfo(ex?.method);

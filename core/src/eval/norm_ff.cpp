@@ -347,6 +347,39 @@ void norm_ff_add(NormFfStats& s, const std::vector<NormBlock>& norm, const Confi
   ++s.images;
 }
 
+std::vector<NormImageBlock> norm_image_summary(const std::vector<NormBlock>& norm, NormTransition t) {
+  if (norm.empty()) throw Error(ErrorCode::bad_argument, "norm_image_summary: no block of norm-based maps");
+  const int from = int(t.from), to = int(t.to);
+  const Eigen::Index n = norm[0].maps[from].rows();
+  for (const NormBlock& nb : norm) {
+    bool ok = n > 0 && nb.maps[from].rows() == n && nb.maps[from].cols() == n && nb.maps[to].rows() == n &&
+              nb.maps[to].cols() == n;
+    for (int st = 0; st < S; ++st) ok = ok && nb.mixing[st].size() == n;
+    if (!ok)
+      throw Error(ErrorCode::bad_argument, std::string("norm_image_summary: every block needs the (n, n) maps of ") +
+                                               norm_stage_name(t.from) + " and " + norm_stage_name(t.to) +
+                                               " and the n mixing ratios of every stage, with one n");
+  }
+  std::vector<NormImageBlock> out(norm.size());
+  for (size_t b = 0; b < norm.size(); ++b) {
+    const Mat& before = norm[b].maps[from];
+    const Mat& after = norm[b].maps[to];
+    NormImageBlock& o = out[b];
+    // the share of query i's context that key j holds, its own entry left out (as in (b) of norm_ff.h)
+    o.share_before = context_shares(before).cast<float>();
+    o.share_after = context_shares(after).cast<float>();
+    // ρ between the two maps of the block, as norm_ff_add takes it for one image
+    o.rho_query.resize(size_t(n));
+    double sum = 0;
+    for (Eigen::Index i = 0; i < n; ++i) sum += o.rho_query[size_t(i)] = spearman(before.row(i).data(), after.row(i).data(), int(n));
+    o.rho_rows = sum / double(n);
+    o.rho_flat = spearman(before.data(), after.data(), int(n * n));
+    // r̄_s: the mean over the n tokens of r_i = ‖Σ_{j≠i} z_{i←j}‖ / (‖Σ_{j≠i} z_{i←j}‖ + ‖z_{i←i}‖)
+    for (int st = 0; st < S; ++st) o.mixing_mean[st] = norm[b].mixing[st].cast<double>().mean();
+  }
+  return out;
+}
+
 std::string norm_ff_markdown(const NormFfStats& s, const std::string& title, const std::string& command) {
   std::string md = "# Norm-based analysis of the FF (Kobayashi et al. 2024): " + title + "\n\n";
   md += "Made by `" + command + "` over " + std::to_string(s.images) + " images.\n\n";

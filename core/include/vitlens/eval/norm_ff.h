@@ -124,6 +124,25 @@ void norm_ff_add(NormFfStats& s, const std::vector<NormBlock>& norm, const Confi
 // The row-wise ρ of two (n, n) maps: the mean over the rows i of spearman(A[i, :], B[i, :]).
 double spearman_rows(const Mat& a, const Mat& b);
 
+// ---- One image: a stage transition's effect, block by block ----------------------------------
+
+// What a teaching view draws beside one image's maps of two stages (by default the FF's, atb-res-ln →
+// atb-res-ln-ff), per block b; every field is this image's own term of the data-set statistics above.
+struct NormImageBlock {
+  Mat share_before, share_after;  // (n, n) s[i, j] = N[i, j] / Σ_{k≠i} N[i, k] for j ≠ i; s[i, i] = 0
+                                  //        (a zero row stays zero): key j's share of query i's context
+  std::vector<double> rho_query;  // (n)    ρ_i = Spearman(N_before[i, :], N_after[i, :]) over all n keys
+  double rho_flat = 0;            // ρ over the whole n×n maps flattened (analyze-ff's ρ, for one image)
+  double rho_rows = 0;            // mean_i ρ_i (analyze-ff's per-row ρ, for one image)
+  double mixing_mean[norm_stage_count] = {};  // r̄_s = (1/n) Σ_i r_i at each stage s (NormStage order)
+};
+
+// Per block, the transition `t` of one image's maps (Explanation::norm: every block with the same n,
+// both stages' maps (n, n), every stage's mixing ratios (n)). Throws Error(bad_argument) on maps of
+// other shapes or no block.
+std::vector<NormImageBlock> norm_image_summary(const std::vector<NormBlock>& norm,
+                                               NormTransition t = {NormStage::atb_res_ln, NormStage::atb_res_ln_ff});
+
 // Reports: a Markdown summary with every table (`command` is how it was made), the tables as CSV
 // (one long table: block, quantity, key, value, count) and JSON, and the SVG plots by name
 // ("ff_spearman.svg", "ff_pair_types.svg", "ff_distance.svg", "mixing.svg").
