@@ -13,7 +13,6 @@
 #include "common.h"
 #include "vitlens/eval/image_set.h"
 #include "vitlens/io/image.h"
-#include "vitlens/io/io.h"
 #include "vitlens/methods/methods.h"
 #include "vitlens/methods/options.h"
 #include "vitlens/metrics/map_faithfulness.h"
@@ -206,10 +205,7 @@ int cmd_faithfulness(int argc, char** argv) {
       text += line;
     }
   }
-  if (args.has("out"))
-    write_file(args.get("out"), text);
-  else
-    std::fputs(text.c_str(), stdout);
+  write_output(args, text);
   return 0;
 }
 
