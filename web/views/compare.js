@@ -50,6 +50,7 @@ export function createCompareView(app) {
   let cache = new Map(); // spec → { ex, faith } for imageKey
   const roadAsked = new Set(); // imageKeys whose ROAD was asked for with the button
   let run = 0; // counts runs; an older run's answers are dropped
+  let inFlight = ''; // what the run in flight computes (image, class, specs, ROAD), '' when none
   let pending = []; // [{ id, flag }] the requests of this view in flight
   let current = null; // the request whose progress is shown: { id, flag }
   let halted = false; // Cancel was pressed: nothing is computed until the user asks again
@@ -156,6 +157,7 @@ export function createCompareView(app) {
   // Cancels this view's requests in flight; their answers, if any come, are dropped.
   function cancelRun() {
     run++;
+    inFlight = '';
     for (const p of pending) {
       app.client?.cancel(p.id);
       raiseFlag(p.flag);
@@ -238,7 +240,11 @@ export function createCompareView(app) {
     $('cmp-road').hidden = road;
     $('cmp-road').textContent = `Run ROAD (${h}×${w}: slow)`;
     if (halted) return;
+    // The same computation already running (another "explained" while it runs): let it finish.
+    const what = `${key}|${specs.a}|${specs.b}|${road}`;
+    if (what === inFlight) return;
     cancelRun();
+    inFlight = what;
     const thisRun = run;
     const ctx = { image: app.imageId, target, road, masks, key, thisRun };
     $('cmp-open').dataset.ready = 'false';
@@ -251,6 +257,7 @@ export function createCompareView(app) {
       }
     } catch (e) {
       if (thisRun !== run) return;
+      inFlight = '';
       if (e.code === 'cancelled') {
         setNote(halted ? 'Cancelled: choose a method, or press Run ROAD, to compute again.' : 'Cancelled by a newer image or class.');
         return;
@@ -259,6 +266,7 @@ export function createCompareView(app) {
       app.showError('Compare two methods', e);
       return;
     }
+    inFlight = '';
     draw(specs, entries, { target, masks, road, auto, computeMs: performance.now() - t0 });
   }
 
