@@ -8,7 +8,6 @@
 #include "common.h"
 #include "vitlens/methods/attattr.h"
 #include "vitlens/tensor/error.h"
-#include "vitlens/io/io.h"
 #include "vitlens/methods/methods.h"
 
 namespace vitlens::cli {
@@ -48,10 +47,7 @@ int cmd_tree(int argc, char** argv) {
   j["target"] = e.target;
   if (size_t(e.target) < m.config.class_names.size()) j["class"] = m.config.class_names[size_t(e.target)];
   const std::string text = j.dump(1) + "\n";
-  if (args.has("out"))
-    write_file(args.get("out"), text);
-  else
-    std::fputs(text.c_str(), stdout);
+  write_output(args, text);
   return 0;
 }
 

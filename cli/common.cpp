@@ -6,6 +6,7 @@
 
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/image.h"
+#include "vitlens/io/io.h"
 #include "vitlens/io/model_file.h"
 #include "vitlens/io/npy.h"
 
@@ -96,6 +97,13 @@ Model apply_input_size(const Model& m, const Args& args, const std::string& imag
     w = number(v.substr(v.find_first_not_of("x×", x)));
   }
   return resize_input(m, h, w);
+}
+
+void write_output(const Args& args, const std::string& text) {
+  if (args.has("out"))
+    write_file(args.get("out"), text);
+  else
+    std::fputs(text.c_str(), stdout);
 }
 
 double now_ms() {

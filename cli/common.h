@@ -31,6 +31,9 @@ std::string variant_summary(const Config& c);
 
 double now_ms();
 
+// Writes a command's text output to --out when given, else to stdout.
+void write_output(const Args& args, const std::string& text);
+
 // Seconds as m:ss, or h:mm:ss from an hour on (progress bars' elapsed time and ETA).
 std::string clock_text(double s);
 

@@ -12,6 +12,7 @@ int cmd_heads(int argc, char** argv);  // cmd_heads.cpp
 int cmd_tree(int argc, char** argv);   // cmd_tree.cpp
 int cmd_attack(int argc, char** argv); // cmd_attack.cpp
 int cmd_analyze_ff(int argc, char** argv);  // cmd_analyze_ff.cpp
+int cmd_faithfulness(int argc, char** argv);  // cmd_faithfulness.cpp
 }
 
 namespace {
@@ -36,6 +37,7 @@ const Command kCommands[] = {
     {"heads", vitlens::cli::cmd_heads, "head importance (attattr) and head pruning curves over a set of images"},
     {"tree", vitlens::cli::cmd_tree, "the attattr attribution tree of an image, as JSON"},
     {"attack", vitlens::cli::cmd_attack, "attribution-tree trigger attack: paste an image's strongest-link patches into others"},
+    {"faithfulness", vitlens::cli::cmd_faithfulness, "every faithfulness figure of some methods' maps on one image (as eval records them)"},
     {"analyze-ff", vitlens::cli::cmd_analyze_ff, "what the FF does to the norm-based maps (Kobayashi et al. 2024)"},
 };
 

@@ -8,8 +8,10 @@
 #include <emscripten/val.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "vitlens/tensor/error.h"
+#include "vitlens/eval/image_set.h"
 #include "vitlens/eval/norm_ff.h"
 #include "vitlens/io/image.h"
 #include "vitlens/tensor/limits.h"
@@ -26,6 +29,7 @@
 #include "vitlens/methods/norm_maps.h"
 #include "vitlens/methods/options.h"
 #include "vitlens/methods/walk.h"
+#include "vitlens/metrics/map_faithfulness.h"
 #include "vitlens/metrics/perturbation.h"
 #include "vitlens/io/model_file.h"
 #include "vitlens/tensor/parallel.h"
@@ -472,6 +476,54 @@ val numbers_to_js(const T& values) {
   return out;
 }
 
+// Throws Error(bad_argument) naming the first key of a plain options object that is not in `keys`.
+template <size_t N>
+void check_keys(const val& o, const char* const (&keys)[N], const char* call) {
+  const val names = val::global("Object").call<val>("keys", o);
+  for (int i = 0; i < names["length"].as<int>(); ++i) {
+    const std::string key = names[i].as<std::string>();
+    if (std::find(std::begin(keys), std::end(keys), key) != std::end(keys)) continue;
+    std::string known;
+    for (const char* k : keys) known += std::string(known.empty() ? "" : ", ") + k;
+    throw Error(ErrorCode::bad_argument, "unknown option '" + key + "' (" + call + " takes " + known + ")");
+  }
+}
+
+// An object mask from JS: `n` bytes (H·W at the model's input size), nonzero = object.
+std::vector<uint8_t> mask_in(const val& v, int n, const char* what) {
+  std::vector<uint8_t> mask = copy_in<uint8_t>(v, n, what);
+  if (int(mask.size()) != n)
+    throw Error(ErrorCode::bad_shape, std::string("option ") + what + " must hold " + std::to_string(n) +
+                                          " bytes, one per pixel of the model's input (Input.maskFromImage makes one "
+                                          "from an image file)");
+  return mask;
+}
+
+// One order of a perturbation or ROAD curve as JS: fraction and removed pixels per step, the
+// arg-max class (top), the target's probability (prob) and logit, whether the arg-max is the
+// target (correct), and the two AUCs (core's perturbation_auc).
+val curve_to_js(const PerturbationCurve& curve, const std::array<double, perturbation_steps>& prob,
+                const std::array<double, perturbation_steps>& correct, double auc_prob, double auc_correct, int target) {
+  std::array<double, perturbation_steps> fraction{}, logit{};
+  std::array<int, perturbation_steps> top{};
+  for (size_t s = 0; s < size_t(perturbation_steps); ++s) {
+    fraction[s] = double(s) / 10.0;
+    top[s] = arg_max_class(curve.logits[s]);
+    logit[s] = curve.logits[s][target];
+  }
+  val o = val::object();
+  o.set("positive", curve.positive);
+  o.set("fraction", numbers_to_js(fraction));
+  o.set("removed", numbers_to_js(curve.removed));
+  o.set("top", numbers_to_js(top));
+  o.set("prob", numbers_to_js(prob));
+  o.set("logit", numbers_to_js(logit));
+  o.set("correct", numbers_to_js(correct));
+  o.set("aucProb", auc_prob);
+  o.set("aucAccuracy", auc_correct);
+  return o;
+}
+
 // A head mask from JS: an array (or typed array) of depth × heads numbers, 1 = on, 0 = off, flat
 // index l·H + h; null or undefined: every head on (an empty mask).
 std::vector<float> head_mask_from_js(const val& mask, const Config& c) {
@@ -685,43 +737,118 @@ class WasmInput {
       const bool positive = bool_option(options, "positive", true);
       const int target = resolve_target(int_option(options, "target", -1), true);
       const bool want_inputs = bool_option(options, "inputs", false);
-      std::vector<float> map = copy_in<float>(map_js, int64_t(c.image_h) * c.image_w, "the map");
       bool nonfinite = false;
-      for (float& v : map)
-        if (!std::isfinite(v)) {
-          v = 0.0f;  // as the benchmark does (eval.h)
-          nonfinite = true;
-        }
+      const std::vector<float> map = map_in(map_js, nonfinite);
       val inputs = val::array();
       PerturbationStepFn on_step;
       if (want_inputs) on_step = [&](int, const Image& x) { inputs.call<void>("push", float32_out(x.data.data(), x.data.size())); };
       PerturbationCurve curve;
       PerturbationWork work;
       perturbation_curve(curve, work, *model_, x_, state_.trace.logits, map.data(), int(map.size()), positive, on_step);
-      std::array<double, perturbation_steps> fraction{}, prob{}, logit{}, correct{};
-      std::array<int, perturbation_steps> top{};
+      std::array<double, perturbation_steps> prob{}, correct{};
       for (size_t s = 0; s < size_t(perturbation_steps); ++s) {
-        const Vec& z = curve.logits[s];
-        fraction[s] = double(s) / 10.0;
-        top[s] = arg_max_class(z);
-        prob[s] = output_probs(c, z)[target];
-        logit[s] = z[target];
-        correct[s] = top[s] == target ? 1.0 : 0.0;
+        prob[s] = output_probs(c, curve.logits[s])[target];
+        correct[s] = arg_max_class(curve.logits[s]) == target ? 1.0 : 0.0;
       }
-      val o = val::object();
-      o.set("positive", positive);
+      val o = curve_to_js(curve, prob, correct, perturbation_auc(prob), perturbation_auc(correct), target);
       o.set("target", target);
-      o.set("fraction", numbers_to_js(fraction));
-      o.set("removed", numbers_to_js(curve.removed));
-      o.set("top", numbers_to_js(top));
-      o.set("prob", numbers_to_js(prob));
-      o.set("logit", numbers_to_js(logit));
-      o.set("correct", numbers_to_js(correct));
-      o.set("aucProb", perturbation_auc(prob));
-      o.set("aucAccuracy", perturbation_auc(correct));
       o.set("nonfinite", nonfinite);
       if (want_inputs) o.set("inputs", inputs);
       return o;
+    });
+  }
+
+  // Every faithfulness figure of `map` (H×W at the model's input size) for one class, by core's
+  // map_faithfulness (what `vitlens eval` records per sample): options {target = −1 (the arg-max
+  // class), black = true (the perturbation test, both orders), road = false (ROAD, both orders),
+  // roadNoise = 0.01, roadSeed = 0, mask / otherMask (H·W bytes, nonzero = the explained object /
+  // a second object: maskFromImage), onProgress(fraction) (after each forward pass; returning
+  // false cancels: Error "cancelled: …")}.
+  val faithfulness(val map_js, val options_js) const {
+    return guarded([&] {
+      const Config& c = model_->config;
+      const int hw = c.image_h * c.image_w;
+      const val options = options_object(options_js);
+      static const char* const keys[] = {"target", "black", "road", "roadNoise", "roadSeed", "mask", "otherMask", "onProgress"};
+      check_keys(options, keys, "faithfulness");
+      MapFaithfulnessOptions fo;
+      fo.cls = resolve_target(int_option(options, "target", -1), true);
+      fo.black = bool_option(options, "black", true);
+      fo.road = bool_option(options, "road", false);
+      fo.road_options.noise = number_option(options, "roadNoise", fo.road_options.noise);
+      const double seed = number_option(options, "roadSeed", 0);
+      if (!(seed >= 0 && seed <= 9007199254740991.0 && seed == std::floor(seed)))
+        throw Error(ErrorCode::bad_argument, "option roadSeed must be an integer from 0 to 2^53 − 1");
+      fo.road_options.seed = uint64_t(seed);
+      std::vector<uint8_t> mask, other;
+      const val mask_js = options["mask"], other_js = options["otherMask"];
+      if (!mask_js.isUndefined() && !mask_js.isNull()) mask = mask_in(mask_js, hw, "mask");
+      if (!other_js.isUndefined() && !other_js.isNull()) other = mask_in(other_js, hw, "otherMask");
+      if (!mask.empty()) fo.mask = mask.data();
+      if (!other.empty()) fo.other = other.data();
+      const val progress = options["onProgress"];
+      if (!progress.isUndefined() && !progress.isNull()) {
+        if (progress.typeOf().as<std::string>() != "function")
+          throw Error(ErrorCode::bad_argument, "option onProgress must be a function");
+        fo.progress = [progress](double f) { return !progress(f).isFalse(); };
+      }
+      bool nonfinite = false;
+      const std::vector<float> map = map_in(map_js, nonfinite);
+      MapFaithfulness f;
+      PerturbationWork work;
+      map_faithfulness(f, work, *model_, x_, state_.trace.logits, map.data(), int(map.size()), fo);
+      auto orders = [&](const std::array<FaithfulnessCurve, 2>& curves, double srg) {
+        val o = val::object();
+        const char* names[2] = {"positive", "negative"};
+        for (size_t d = 0; d < 2; ++d) {
+          const FaithfulnessCurve& fc = curves[d];
+          o.set(names[d], curve_to_js(fc.curve, fc.prob, fc.hit, fc.auc_prob, fc.auc_hit, f.cls));
+        }
+        o.set("srg", srg);
+        return o;
+      };
+      val o = val::object();
+      o.set("target", f.cls);
+      o.set("nonfinite", nonfinite);
+      o.set("black", f.black ? orders(f.black_curves, f.srg_black) : val::null());
+      val road = val::null();
+      if (f.road) {
+        road = orders(f.road_curves, f.srg_road);
+        road.set("noise", fo.road_options.noise);
+        road.set("seed", double(fo.road_options.seed));
+      }
+      o.set("road", road);
+      val m = val::null();
+      if (f.masked) {
+        m = val::object();
+        m.set("massAccuracy", f.mass_accuracy);
+        m.set("rankAccuracy", f.rank_accuracy);
+        m.set("pointing", f.pointing);
+        m.set("pixelAccuracy", f.seg.pixel_accuracy());
+        m.set("iouBackground", f.seg.iou(0));
+        m.set("iouObject", f.seg.iou(1));
+        m.set("miou", f.seg.miou());
+        m.set("ap", f.seg_ap);
+        m.set("share", f.two ? val(f.share) : val::null());
+        int pixels = 0;
+        for (uint8_t v : mask) pixels += v != 0;
+        m.set("maskPixels", pixels);
+      }
+      o.set("mask", m);
+      return o;
+    });
+  }
+
+  // A 0/1 object mask at this input's size (H·W bytes, row-major) from an image file's bytes (PNG,
+  // JPEG, BMP…; a pixel is object when any colour channel is nonzero), resized by nearest
+  // neighbour: core's resize_mask_nearest, as `vitlens eval --masks` reads masks.
+  val mask_from_image(val bytes) const {
+    return guarded([&] {
+      const Config& c = model_->config;
+      const std::vector<uint8_t> b = copy_in<uint8_t>(bytes, limits::max_image_file_bytes, "mask image bytes");
+      const Pixels px = decode_image(b.data(), b.size());
+      const std::vector<uint8_t> mask = resize_mask_nearest(px, c.image_w, c.image_h);
+      return val::global("Uint8Array").new_(emscripten::typed_memory_view(mask.size(), mask.data()));
     });
   }
 
@@ -778,6 +905,15 @@ class WasmInput {
                                                std::to_string(c.classes) + " classes");
     if (target >= 0) return target;
     return arg_max ? arg_max_class(state_.trace.logits) : top_k(c, state_.trace.logits, 1)[0].cls;
+  }
+
+  // A map from JS (H·W floats at the model's input size); NaN and ±Inf become 0 (core's
+  // zero_nonfinite, as the benchmark does), and set `nonfinite`.
+  std::vector<float> map_in(const val& map_js, bool& nonfinite) const {
+    const Config& c = model_->config;
+    std::vector<float> map = copy_in<float>(map_js, int64_t(c.image_h) * c.image_w, "the map");
+    nonfinite = zero_nonfinite(map.data(), int(map.size()));
+    return map;
   }
 
   // The attattr blocks the options give, or computed for their target and steps (reporting to
@@ -1209,6 +1345,8 @@ EMSCRIPTEN_BINDINGS(vitlens) {
       .function("attention", &WasmInput::attention)
       .function("attentionGrads", &WasmInput::attention_grads)
       .function("perturbation", &WasmInput::perturbation)
+      .function("faithfulness", &WasmInput::faithfulness)
+      .function("maskFromImage", &WasmInput::mask_from_image)
       .function("attrTree", &WasmInput::attr_tree)
       .function("headScores", &WasmInput::head_scores)
       .function("withHeadMask", &WasmInput::with_head_mask, emscripten::allow_raw_pointers())

@@ -356,6 +356,53 @@ export interface PerturbationCurve {
   inputs?: Float32Array[]; // options.inputs: each step's perturbed C×H×W input
 }
 
+/** One order of a curve of Input.faithfulness: the fields of PerturbationCurve but `target`,
+ * `nonfinite` and `inputs` (those are the call's), prob = core's curve_probabilities (softmax, or
+ * the class's sigmoid for a multi-label model, in double: what SRG integrates). */
+export type FaithfulnessCurve = Omit<PerturbationCurve, "target" | "nonfinite" | "inputs">;
+
+/** Both orders of one fill (black, or ROAD's noisy linear imputation) and their Symmetric Relevance
+ * Gain (Blücher et al. 2024): 100 · (area under `negative`'s prob − area under `positive`'s), p from 0 to 1. */
+export interface FaithfulnessOrders {
+  positive: FaithfulnessCurve; // most relevant first (MoRF)
+  negative: FaithfulnessCurve; // least relevant first (LeRF)
+  srg: number;
+}
+
+/** Every faithfulness figure of one map for one class (core's map_faithfulness; what `vitlens eval`
+ * records per sample). */
+export interface Faithfulness {
+  target: number;
+  nonfinite: boolean; // the map held NaN or ±Inf, set to 0 (as the benchmark does)
+  black: FaithfulnessOrders | null; // options.black (default true)
+  road: (FaithfulnessOrders & { noise: number; seed: number }) | null; // options.road (default false)
+  /** With options.mask: the map against the object (fractions in [0, 1]). */
+  mask: {
+    massAccuracy: number; // Arras et al. 2022: positive relevance inside / all positive relevance
+    rankAccuracy: number; // share of the |mask| most relevant pixels inside (ties shared)
+    pointing: number; // the maximum inside (several maxima: the share of them inside)
+    pixelAccuracy: number; // the segmentation test: min-max map > its mean against the mask
+    iouBackground: number;
+    iouObject: number;
+    miou: number;
+    ap: number; // average precision of [1 − m, m] against [1 − mask, mask]
+    share: number | null; // with options.otherMask: positive relevance on the object / on both objects
+    maskPixels: number;
+  } | null;
+}
+
+export interface FaithfulnessOptions {
+  target?: number; // default −1 = the arg-max class (as the benchmark)
+  black?: boolean; // the perturbation test (black fill), both orders; default true (18 forward passes)
+  road?: boolean; // ROAD (Rong et al. 2022), both orders; default false (18 forward passes and sparse solves)
+  roadNoise?: number; // σ of ROAD's noise in [0, 1] pixel units; default 0.01
+  roadSeed?: number; // ROAD's noise seed (an integer < 2^53); default 0
+  mask?: Uint8Array; // H·W bytes at the input's size, nonzero = the explained object (maskFromImage)
+  otherMask?: Uint8Array; // the same for a second object (class share); needs mask
+  /** After each forward pass, the share done (0 … 1]; return false to cancel ("cancelled: …"). */
+  onProgress?: (fraction: number) => boolean | void;
+}
+
 /** The attribution tree of attattr (Hao et al. 2021), core's attr_tree_json. */
 export interface AttrTree {
   root: number; // token (≥ 1; patch root − 1)
@@ -445,6 +492,16 @@ export interface Input {
   attentionGrads(target: number): Float32Array[][];
   /** The perturbation test of `map` (H×W at the model's input size). Throws "bad_shape: ..." for another size. */
   perturbation(map: Float32Array, options: { positive?: boolean; target?: number; inputs?: boolean }): PerturbationCurve;
+  /**
+   * Every faithfulness figure of `map` (H×W at the input's size) for one class: the perturbation
+   * test and ROAD in both orders, their SRGs, and with a mask the relevance mass and rank accuracy,
+   * the pointing game, the segmentation test and the class share. Throws "bad_shape: ..." for a map
+   * or mask of another size, "bad_argument: ..." for an unknown option or class.
+   */
+  faithfulness(map: Float32Array, options: FaithfulnessOptions): Faithfulness;
+  /** A 0/1 object mask at this input's size (H·W bytes) from an image file's bytes (nonzero colour =
+   * object), resized by nearest neighbour as `vitlens eval --masks` does. */
+  maskFromImage(bytes: Uint8Array): Uint8Array;
   attrTree(options: AttattrQuery & { threshold?: number }): AttrTree;
   headScores(options: AttattrQuery): HeadScores;
   /** Per block, per head: the atb stage's norm map ‖A_h[i, j]·V_h'[j]‖ (n×n row-major). */

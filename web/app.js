@@ -8,6 +8,7 @@
 import { VitlensError, WorkerClient } from './client.js';
 import { emit } from './events.js';
 import { $ } from './views/util.js';
+import { createCompareView } from './views/compare.js';
 import { createEditorView } from './views/editor.js';
 import { createExplanationView } from './views/explanation.js';
 import { createFfView } from './views/ff.js';
@@ -37,7 +38,7 @@ const app = {
   info: null, // the loaded model's description (files)
   inputSize: 'model', // the size images are explained at: 'model' (its own) or 'aspect' (the image's) (inputSize)
   inputInfo: null, // the description of the model that saw the image: app.info, or at the image's aspect its resized copy's (prediction)
-  image: null, // { blob, bitmap, name, labels } (files; the editor replaces the blob after edits)
+  image: null, // { blob, bitmap, name, labels, items } (files; items: a gallery scene's objects with their mask files; the editor replaces the blob after edits)
   editor: null, // the scene editor: the image as edited, drawn everywhere instead of the original (editor)
   predictions: [], // (prediction)
   predictMs: 0, // (prediction)
@@ -61,6 +62,7 @@ const app = {
   cancelExplains() {
     app.client?.cancelAll('explain');
     app.client?.cancelAll('perturb');
+    app.client?.cancelAll('faithfulness');
     emit('explains-cancelled');
   },
 };
@@ -151,6 +153,7 @@ async function main() {
   v.matrices = createMatricesView(app);
   v.ff = createFfView(app);
   v.perturbation = createPerturbationView(app);
+  v.compare = createCompareView(app);
   v.gallery = createGalleryView(app);
   v.files = createFilesView(app);
   $('error-close').addEventListener('click', clearError);

@@ -5,6 +5,8 @@
 // Colour maps: jet is the piecewise-linear formula the CLI uses (matplotlib's "jet" shape);
 // viridis and inferno are linear interpolations between 11 evenly spaced anchor colours of
 // matplotlib's maps (van der Walt & Smith, 2015) — close to, not identical with, the 256-entry tables.
+// `diverging` (for signed values, e.g. the difference of two normalised maps) is a linear ramp
+// from blue through white (0, the middle entry) to red.
 
 const ANCHORS = {
   viridis: ['440154', '482475', '414487', '355f8d', '2a788e', '21918c', '22a884', '44bf70', '7ad151', 'bddf26', 'fde725'],
@@ -39,6 +41,7 @@ export const COLORMAPS = {
   jet: jetLut(),
   viridis: lutFromAnchors(ANCHORS.viridis),
   inferno: lutFromAnchors(ANCHORS.inferno),
+  diverging: lutFromAnchors(['2166ac', 'ffffff', 'b2182b']),
 };
 
 export function minMax(map) {
@@ -84,8 +87,26 @@ function scratchCanvas(w, h) {
   return c;
 }
 
+// RGBA pixels of a w×h map of signed values in [−limit, limit] (not normalised): the colour map's
+// middle entry at 0, its ends at ±limit (values beyond are clamped), alpha = opacity.
+export function signedImageData(values, w, h, { cmap = 'diverging', opacity = 1, limit = 1 } = {}) {
+  const lut = COLORMAPS[cmap] ?? COLORMAPS.diverging;
+  const img = new ImageData(w, h);
+  const a = Math.round(255 * opacity);
+  for (let i = 0; i < w * h; i++) {
+    const t = Math.min(1, Math.max(0, (values[i] / limit + 1) / 2));
+    const k = Math.round(t * 255) * 3;
+    img.data[i * 4] = lut[k];
+    img.data[i * 4 + 1] = lut[k + 1];
+    img.data[i * 4 + 2] = lut[k + 2];
+    img.data[i * 4 + 3] = a;
+  }
+  return img;
+}
+
 // Draws `image` (an ImageBitmap or canvas) stretched over the whole canvas, then the map over it.
 // The model squeezes any image to its input size, so the map is stretched back the same way.
+// opts.signed draws the map's raw values with signedImageData (opts.limit) instead of normalising it.
 export function drawOverlay(canvas, image, map, mw, mh, opts = {}) {
   const ctx = canvas.getContext('2d');
   ctx.clearRect(0, 0, canvas.width, canvas.height);
@@ -95,7 +116,7 @@ export function drawOverlay(canvas, image, map, mw, mh, opts = {}) {
   }
   if (!map) return;
   const layer = scratchCanvas(mw, mh);
-  layer.getContext('2d').putImageData(mapImageData(map, mw, mh, opts), 0, 0);
+  layer.getContext('2d').putImageData(opts.signed ? signedImageData(map, mw, mh, opts) : mapImageData(map, mw, mh, opts), 0, 0);
   ctx.imageSmoothingEnabled = opts.smooth ?? true;
   ctx.imageSmoothingQuality = 'high';
   ctx.drawImage(layer, 0, 0, canvas.width, canvas.height);

@@ -1,7 +1,8 @@
-// teach.js — drawings for the teaching and faithfulness views: the attribution tree of
+// teach.js — drawings for the teaching, faithfulness and comparison views: the attribution tree of
 // Self-Attention Attribution (Hao et al., AAAI 2021) over the image, and line charts as inline
-// SVG. It computes nothing the engine computes: the tree, the head scores and the perturbation
-// curve with its AUC come from the engine (worker.js: attattr, perturb).
+// SVG (the perturbation charts of "Faithfulness, live" and "Compare two methods" share their
+// axes and order names here). It computes nothing the engine computes: the tree, the head scores
+// and the curves with their AUCs come from the engine (worker.js: attattr, perturb, faithfulness).
 
 const SVG = 'http://www.w3.org/2000/svg';
 
@@ -63,11 +64,12 @@ function el(name, attrs = {}, text) {
   return e;
 }
 
-// A line chart in an <svg>: series [{ name, x: number[], y: number[], colour, dash? }], axes with
-// a few ticks, a legend, and one <circle> per point carrying data-series, data-x and data-y.
-// xLabels (optional) replaces the numeric x ticks by names at the given x positions; markX (optional)
+// A line chart in an <svg>: series [{ name, x: number[], y: number[], colour, dash?, stroke? }],
+// axes with a few ticks, a legend (or none with legend: false, for a legend of the page's own:
+// chartLegend), and one <circle> per point carrying data-series, data-x and data-y. xLabels
+// (optional) replaces the numeric x ticks by names at the given x positions; markX (optional)
 // draws a vertical line (class "mark") at that x; xMin / xMax widen the x range beyond the points'.
-export function lineChart(svg, series, { width = 440, height = 240, xLabel = '', yLabel = '', yMin, yMax, xMin, xMax, xTicks, xLabels, refLine, markX } = {}) {
+export function lineChart(svg, series, { width = 440, height = 240, xLabel = '', yLabel = '', yMin, yMax, xMin, xMax, xTicks, xLabels, refLine, markX, legend = true } = {}) {
   svg.replaceChildren();
   svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
   svg.setAttribute('width', width);
@@ -115,9 +117,13 @@ export function lineChart(svg, series, { width = 440, height = 240, xLabel = '',
     const g = el('g', { class: 'series', 'data-series': s.name });
     g.append(el('polyline', {
       points: s.x.map((x, i) => `${px(x)},${py(s.y[i])}`).join(' '),
-      fill: 'none', stroke: s.colour, 'stroke-width': 2, 'stroke-dasharray': s.dash ?? '',
+      fill: 'none', stroke: s.colour, 'stroke-width': s.stroke ?? 2, 'stroke-dasharray': s.dash ?? '',
     }));
     s.x.forEach((x, i) => g.append(el('circle', { cx: px(x), cy: py(s.y[i]), r: 3, fill: s.colour, 'data-series': s.name, 'data-x': x, 'data-y': s.y[i] })));
+    if (!legend) {
+      svg.append(g);
+      return;
+    }
     const ly = pad.t - 10;
     const lx = width - pad.r - 150 * (series.length - si);
     g.append(el('line', { x1: lx, y1: ly - 4, x2: lx + 18, y2: ly - 4, stroke: s.colour, 'stroke-width': 2, 'stroke-dasharray': s.dash ?? '' }));
@@ -130,4 +136,35 @@ function fmt(v) {
   const a = Math.abs(v);
   if (a !== 0 && (a < 1e-2 || a >= 1e4)) return v.toExponential(1);
   return String(Number(v.toPrecision(3)));
+}
+
+// The two orders of the perturbation test (Chefer et al. 2021) and of ROAD, as the page names them.
+export const ORDER_NAMES = { positive: 'most relevant first', negative: 'least relevant first' };
+
+// A chart of perturbation curves: the class's probability over the fraction of pixels removed
+// (0 … 0.9), on a fixed 0 … 1 scale, so that charts of different maps compare at a glance.
+export function perturbationChart(svg, series, className, options = {}) {
+  lineChart(svg, series, {
+    width: 440, height: 250, xLabel: 'fraction of pixels removed', yLabel: `p(“${className}”)`, yMin: 0, yMax: 1,
+    xTicks: [0, 0.2, 0.4, 0.6, 0.8], ...options,
+  });
+}
+
+// A legend in HTML for a chart drawn with legend: false: one item per series, a line sample in the
+// series' colour, stroke and dash, then `text` (or the series' name). Wraps on narrow screens.
+export function chartLegend(list, series) {
+  list.replaceChildren();
+  for (const s of series) {
+    const item = document.createElement('li');
+    item.dataset.series = s.name;
+    const sample = document.createElementNS(SVG, 'svg');
+    sample.setAttribute('width', 28);
+    sample.setAttribute('height', 10);
+    sample.setAttribute('aria-hidden', 'true');
+    sample.append(el('line', { x1: 1, y1: 5, x2: 27, y2: 5, stroke: s.colour, 'stroke-width': s.stroke ?? 2, 'stroke-dasharray': s.dash ?? '' }));
+    const text = document.createElement('span');
+    text.textContent = s.text ?? s.name;
+    item.append(sample, text);
+    list.append(item);
+  }
 }

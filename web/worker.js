@@ -4,7 +4,7 @@
 //   request  main → worker   { type, id, in }           type: init | loadModel | importModel |
 //                                                             saveModel | prepare | release | explain | walk |
 //                                                             teach | attattr | normStages | normFf | perturb |
-//                                                             mask | prune | stats | cancel
+//                                                             faithfulness | mask | prune | stats | cancel
 //   reply    worker → main   { type: 'result', id, out }
 //                            { type: 'error',  id, err: { code, message } }
 //                            { type: 'progress', id, out: { fraction } }   (long methods and
@@ -298,7 +298,7 @@ const handlers = {
   async explain({ image, method, options, cancelFlag }) {
     const { x } = inputOf(image);
     const t0 = performance.now();
-    const long = registry.find((m) => m.name === method)?.longRunning;
+    const long = registry.find((m) => m.name === method.split(':')[0])?.longRunning; // a name or a method spec
     const plain = options && typeof options === 'object' && !Array.isArray(options);
     if (long && plain) options = { ...options, onProgress: progressOption(running?.id, cancelFlag) };
     const ex = x.explain(method, options ?? {});
@@ -421,6 +421,24 @@ const handlers = {
     const curve = x.pruningCurve(options);
     curve.ms = performance.now() - t0;
     return { out: curve };
+  },
+
+  // Every faithfulness figure of `map` (H×W at the size of the model that saw the image) for class
+  // `target`, by the engine's Input.faithfulness (core's map_faithfulness: what `vitlens eval`
+  // records per sample): the perturbation test (`black`) and ROAD (`road`) in both orders with their
+  // SRGs, and with `masks` ({ own, other }: sources of object mask images, read by the engine at the
+  // input's size) the mask figures. Reports progress after each forward pass and stops at the
+  // shared cancel flag, as long explains do.
+  async faithfulness({ image, map, target = -1, black = true, road = false, masks = null, cancelFlag }) {
+    const { x } = inputOf(image);
+    const id = running?.id;
+    const options = { target, black, road, onProgress: progressOption(id, cancelFlag) };
+    if (masks?.own) options.mask = x.maskFromImage(await sourceBytes(masks.own, 'the object’s mask'));
+    if (masks?.other) options.otherMask = x.maskFromImage(await sourceBytes(masks.other, 'the other object’s mask'));
+    const t0 = performance.now();
+    const out = x.faithfulness(map, options);
+    out.ms = performance.now() - t0;
+    return { out };
   },
 
   // The wasm heap's size and the bytes malloc holds: { heapBytes, allocatedBytes } (leak tests).

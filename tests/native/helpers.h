@@ -8,6 +8,8 @@
 #include "vitlens/io/io.h"
 #include "vitlens/io/npy.h"
 #include "vitlens/io/safetensors.h"
+#include "vitlens/methods/methods.h"
+#include "vitlens/model/config.h"
 #include "vitlens/tensor/tensor.h"
 
 namespace vitlens::test {
@@ -87,6 +89,34 @@ inline Image engine_fixture_input(const std::string& name) {
   Image img(int(x.shape[0]), int(x.shape[1]), int(x.shape[2]));
   for (size_t i = 0; i < x.data.size(); ++i) img.data[i] = float(x.data[i]);
   return img;
+}
+
+// A small ViT (16×24 input, patch 8: a 2 × 3 grid; blocks of 2 heads, width 16, 4 classes) for
+// tests that run a model of no particular shape.
+inline Config small_vit_config(int depth = 2, int channels = 3) {
+  Config c;
+  c.image_h = 16;
+  c.image_w = 24;
+  c.channels = channels;
+  c.patch = 8;
+  c.dim = 16;
+  c.depth = depth;
+  c.heads = 2;
+  c.mlp_dim = 32;
+  c.classes = 4;
+  fill_config_defaults(c);
+  return c;
+}
+
+// The pixel map of `method` for class `cls` on x as the benchmark makes it (eval.cpp): explain with
+// one thread, the token map upsampled unless the method gives a pixel map.
+inline Mat eval_pixel_map(const Model& m, const Image& x, const std::string& method, int cls) {
+  MethodOptions o;
+  o.target = cls;
+  o.threads = 1;
+  Explanation e = explain(m, x, method, o);
+  if (e.pixel_map.rows() == m.config.image_h && e.pixel_map.cols() == m.config.image_w) return e.pixel_map;
+  return upsample_bilinear(e.token_map, m.config.image_h, m.config.image_w);
 }
 
 }  // namespace vitlens::test

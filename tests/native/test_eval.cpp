@@ -71,17 +71,6 @@ void add_new_metrics(EvalRecord& r, int road_cls, int steps, double rho) {
   for (int k = 0; k < steps; ++k) r.randomisation.push_back({rho, rho / 2, rho / 4});
 }
 
-// The pixel map of `method` for class `cls` on x as eval makes it: explain with one thread, the
-// token map upsampled unless the method gives a pixel map.
-Mat direct_map(const Model& m, const Image& x, const std::string& method, int cls) {
-  MethodOptions o;
-  o.target = cls;
-  o.threads = 1;
-  Explanation e = explain(m, x, method, o);
-  if (e.pixel_map.rows() == m.config.image_h && e.pixel_map.cols() == m.config.image_w) return e.pixel_map;
-  return upsample_bilinear(e.token_map, m.config.image_h, m.config.image_w);
-}
-
 EvalRecord single_record(int scene, const std::string& method, int gt, int pred, int pos_top, int neg_top) {
   EvalRecord r;
   r.scene = scene;
@@ -515,7 +504,7 @@ TEST_CASE("the new metrics of a record equal direct calls of the metric function
       if (method == "oracle")
         for (int p = 0; p < hw; ++p) map.data()[p] = sc.items[0].mask[size_t(p)] ? 1.0f : 0.0f;
       else
-        map = direct_map(m, x, method, pred);
+        map = test::eval_pixel_map(m, x, method, pred);
       if (one) {
         ++single;
         PerturbationWork pw;
@@ -552,7 +541,7 @@ TEST_CASE("the new metrics of a record equal direct calls of the metric function
         REQUIRE(r.randomisation.size() == size_t(randomisation_steps(c)));
         for (int step = 1; step <= randomisation_steps(c); ++step) {
           const Model rm = randomise_cascade(m, step, opt.randomisation_seed);
-          const Mat other = direct_map(rm, x, method, pred);
+          const Mat other = test::eval_pixel_map(rm, x, method, pred);
           const MapSimilarity want = map_similarity(map.data(), other.data(), c.image_h, c.image_w);
           const MapSimilarity& got = r.randomisation[size_t(step - 1)];
           CHECK(got.spearman == want.spearman);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "helpers.h"
 #include "vitlens/metrics/faithfulness.h"
 #include "vitlens/metrics/road.h"
 #include "vitlens/model/vit.h"
@@ -20,21 +21,6 @@ Image plane(int h, int w, const std::vector<float>& v) {
   Image x(1, h, w);
   x.data = v;
   return x;
-}
-
-Config small_config() {
-  Config c;
-  c.image_h = 16;
-  c.image_w = 24;
-  c.channels = 3;
-  c.patch = 8;
-  c.dim = 16;
-  c.depth = 2;
-  c.heads = 2;
-  c.mlp_dim = 32;
-  c.classes = 4;
-  fill_config_defaults(c);
-  return c;
 }
 
 }  // namespace
@@ -185,7 +171,7 @@ TEST_CASE("ROAD noise: standard normal draws, seeded and deterministic", "[metri
 }
 
 TEST_CASE("ROAD curve: each step is the imputed copy's forward pass", "[metrics][road]") {
-  const Model m = random_model(small_config(), 5);
+  const Model m = random_model(test::small_vit_config(), 5);
   const Config& c = m.config;
   const int hw = c.image_h * c.image_w;
   const Image clean = random_input(c, 6);
@@ -261,7 +247,7 @@ TEST_CASE("ROAD curve: each step is the imputed copy's forward pass", "[metrics]
 TEST_CASE("ROAD on a flat image without noise changes nothing: SRG 0", "[metrics][road][srg]") {
   // Every removed pixel of a constant image imputes to the constant, so every step is the clean
   // input and both curves are flat: no map can gain anything.
-  const Model m = random_model(small_config(), 5);
+  const Model m = random_model(test::small_vit_config(), 5);
   const Config& c = m.config;
   const int hw = c.image_h * c.image_w;
   Image clean(c.channels, c.image_h, c.image_w);

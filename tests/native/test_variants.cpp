@@ -19,20 +19,7 @@ using vitlens::test::check_directional;
 
 namespace {
 
-Config base(int channels = 3) {
-  Config c;
-  c.image_h = 16;
-  c.image_w = 24;
-  c.channels = channels;
-  c.patch = 8;
-  c.dim = 16;
-  c.depth = 2;
-  c.heads = 2;
-  c.mlp_dim = 32;
-  c.classes = 4;
-  fill_config_defaults(c);
-  return c;
-}
+Config base(int channels = 3) { return test::small_vit_config(2, channels); }
 
 struct Variant {
   const char* name;

@@ -11,20 +11,7 @@ using vitlens::test::check_directional;
 
 namespace {
 
-Config small_config() {
-  Config c;
-  c.image_h = 16;
-  c.image_w = 24;
-  c.channels = 3;
-  c.patch = 8;
-  c.dim = 16;
-  c.depth = 3;
-  c.heads = 2;
-  c.mlp_dim = 32;
-  c.classes = 4;
-  fill_config_defaults(c);
-  return c;
-}
+Config small_config() { return vitlens::test::small_vit_config(3); }
 
 }  // namespace
 

@@ -7,7 +7,7 @@
 import { emit, on } from '../events.js';
 import { drawColorbar, drawGrid, drawOverlay, formatNumber, minMax } from '../render.js';
 import { patchToken, tokenLayout, tokenPatch } from '../tokens.js';
-import { $, cancelFlag, fitCanvas, raiseFlag } from './util.js';
+import { $, cancelFlag, fitCanvas, raiseFlag, stopLong } from './util.js';
 
 export function createExplanationView(app) {
   const display = { cmap: 'jet', opacity: 0.55, threshold: 0 };
@@ -137,13 +137,7 @@ export function createExplanationView(app) {
     if (!pr) return;
     $('cancel').disabled = true;
     $('progress-text').textContent = `${pr.name}: cancelling…`;
-    if (pr.flag) {
-      raiseFlag(pr.flag);
-      const deadline = performance.now() + 3000;
-      while (app.client.pending.has(pr.id) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      if (!app.client.pending.has(pr.id)) return;
-    }
-    await app.stop();
+    await stopLong(app, pr.id, pr.flag);
   }
 
   // ---- drawing ---------------------------------------------------------------------------

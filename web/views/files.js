@@ -187,7 +187,9 @@ export function createFilesView(app) {
 
   // Opens an image (a Blob the browser can decode), classifies and explains it; resolves once
   // the main explanation is drawn.
-  async function openImage(blob, name, labels = null) {
+  // Opens an image: `labels` names its objects (a gallery scene's), `items` lists them with their
+  // masks ([{ cls, name, mask: url }], the scene's labels.json) when known.
+  async function openImage(blob, name, labels = null, items = null) {
     app.clearError();
     let bitmap;
     try {
@@ -197,7 +199,7 @@ export function createFilesView(app) {
       return;
     }
     app.image?.bitmap.close();
-    app.image = { blob, bitmap, name, labels };
+    app.image = { blob, bitmap, name, labels, items };
     emit('image-changed', { image: app.image });
     await app.views.prediction.predict();
   }

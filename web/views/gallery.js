@@ -1,12 +1,14 @@
 // gallery.js — the test-scene gallery (models/gallery/labels.json): one thumbnail per scene,
-// one Tab stop (the chosen scene), arrow keys, Home and End within it. Owns nothing but its
-// buttons; a scene is opened through the files view like any other image.
+// one Tab stop (the chosen scene), arrow keys, Home and End within it. Owns its buttons and the
+// scenes' objects (class and mask file, for the views that score a map against a mask); a scene is
+// opened through the files view like any other image.
 import { on } from '../events.js';
 import { $ } from './util.js';
 
 const GALLERY = './models/gallery/';
 
 export function createGalleryView(app) {
+  const items = new Map(); // scene image → [{ cls, name, mask: url }]
   on('image-changed', ({ image }) => mark(image.name));
 
   // Fills the gallery; resolves to its scenes ({ image, names }), [] when there is none.
@@ -24,6 +26,7 @@ export function createGalleryView(app) {
     const scenes = labels.scenes ?? [];
     for (const s of scenes) {
       const names = (s.items ?? []).map((it) => it.class_name ?? labels.class_names?.[it.class] ?? String(it.class));
+      items.set(s.image, (s.items ?? []).map((it, k) => ({ cls: it.class, name: names[k], mask: it.mask ? GALLERY + it.mask : null })));
       const b = document.createElement('button');
       b.type = 'button';
       b.className = 'thumb';
@@ -53,7 +56,7 @@ export function createGalleryView(app) {
       app.showError(`Could not fetch ${image}`, e);
       return;
     }
-    await app.views.files.openImage(blob, image, names);
+    await app.views.files.openImage(blob, image, names, items.get(image) ?? null);
   }
 
   function mark(name) {

@@ -3,7 +3,7 @@
 // with the AUCs. The engine computes all of it (as `vitlens eval` does); this view draws it.
 // Owns the perturbation request in flight; another model clears what was drawn for the previous one.
 import { on } from '../events.js';
-import { lineChart } from '../teach.js';
+import { ORDER_NAMES, perturbationChart } from '../teach.js';
 import { $ } from './util.js';
 
 export function createPerturbationView(app) {
@@ -42,12 +42,11 @@ export function createPerturbationView(app) {
 
   function render(ex, out) {
     const [pos, neg] = out.steps;
-    const names = { positive: 'most relevant first', negative: 'least relevant first' };
-    lineChart($('faith-plot'), [
+    const names = ORDER_NAMES;
+    perturbationChart($('faith-plot'), [
       { name: names.positive, x: pos.fraction, y: pos.prob, colour: '#cf222e' },
       { name: names.negative, x: neg.fraction, y: neg.prob, colour: '#1f6feb', dash: '5 3' },
-    ], { width: 440, height: 250, xLabel: 'fraction of pixels removed', yLabel: `p(“${app.className(ex.target)}”)`, yMin: 0, yMax: 1,
-      xTicks: [0, 0.2, 0.4, 0.6, 0.8] });
+    ], app.className(ex.target));
     const aucP = pos.aucProb;
     const aucN = neg.aucProb;
     $('faith-note').textContent = `— ${ex.method}, “${app.className(ex.target)}”: AUC ${aucP.toFixed(1)} most relevant first (lower is better), ` +

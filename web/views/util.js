@@ -1,4 +1,5 @@
-// util.js — small helpers the views share: element lookup, canvas sizing, cancel flags.
+// util.js — small helpers the views share: element lookup, canvas sizing, cancel flags, stopping a
+// long request.
 
 export const $ = (id) => document.getElementById(id);
 
@@ -25,4 +26,18 @@ export function cancelFlag() {
 // Asks the engine to stop the explain watching `flag` at its next progress report.
 export function raiseFlag(flag) {
   if (flag) Atomics.store(new Int32Array(flag), 0, 1);
+}
+
+// Stops the long request `id`: through its shared cancel flag when the page is cross-origin
+// isolated (the engine stops at its next progress report), otherwise — or if the engine has not
+// stopped within 3 s — by restarting the worker (app.stop(), which reloads the model and image).
+export async function stopLong(app, id, flag) {
+  if (!app.client.pending.has(id)) return;
+  if (flag) {
+    raiseFlag(flag);
+    const deadline = performance.now() + 3000;
+    while (app.client.pending.has(id) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    if (!app.client.pending.has(id)) return;
+  }
+  await app.stop();
 }

@@ -1,6 +1,6 @@
 // eval.cpp — the faithfulness benchmark: method specs, the scene data, the per-sample protocol
-// (with ROAD, SRG, relevance mass and rank accuracy, and the model randomisation check of issue
-// 16), the chunked two-core driver, the per-sample records (JSON lines) and their reduction. The
+// (with ROAD, SRG, relevance mass and rank accuracy — each map's figures by map_faithfulness — and
+// the model randomisation check of issue 16), the chunked two-core driver, the per-sample records (JSON lines) and their reduction. The
 // protocol is in eval.h; the image sets in image_set.cpp; the reports (markdown, CSV, SVG) in
 // eval_report.cpp.
 #include "vitlens/eval/eval.h"
@@ -21,6 +21,7 @@
 #include "vitlens/methods/methods.h"
 #include "vitlens/methods/options.h"
 #include "vitlens/metrics/faithfulness.h"
+#include "vitlens/metrics/map_faithfulness.h"
 #include "vitlens/metrics/perturbation.h"
 #include "vitlens/metrics/road.h"
 #include "vitlens/data/scenes.h"
@@ -62,23 +63,12 @@ std::string shortest_number(double v) {
   return buf;
 }
 
-// Sets NaN / ±Inf entries to 0; returns whether there were any.
-bool sanitise(Mat& map) {
-  bool bad = false;
-  for (Eigen::Index i = 0; i < map.size(); ++i)
-    if (!std::isfinite(map.data()[i])) {
-      map.data()[i] = 0.0f;
-      bad = true;
-    }
-  return bad;
-}
-
 // One worker's reusable state.
 struct Worker {
   ExplainState st;   // the evaluated model on the clean input
   ExplainState cmp;  // the compare model on the clean input
   PerturbationWork pw;  // forward passes of perturbed inputs
-  PerturbationCurve curve;
+  MapFaithfulness faith;  // one map's figures (map_faithfulness)
   ExplainState rnd;     // the randomised model on the clean input
 };
 
@@ -95,7 +85,7 @@ Mat method_map(const Model& m, ExplainState& st, const EvalMethod& method, int t
     px = upsample_bilinear(e.token_map, c.image_h, c.image_w);
   else
     fail("method '" + method.spec + "' returned no map to evaluate");
-  nonfinite = sanitise(px) || nonfinite;
+  nonfinite = zero_nonfinite(px.data(), int(px.size())) || nonfinite;
   return px;
 }
 
@@ -127,28 +117,6 @@ Mat any_map(const Model& m, ExplainState& st, const EvalOptions& opt, const Eval
 bool same_map(const Mat& a, const Mat& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() && std::equal(a.data(), a.data() + a.size(), b.data());
 }
-
-using Tops = std::array<std::array<int, perturbation_steps - 1>, 2>;
-using Probabilities = std::array<std::array<double, perturbation_steps>, 2>;
-
-// top[d][s]: the arg-max class after removing perturbation_count(n, s + 1) pixels in direction d
-// (the per-image test of perturbation.h, which the wasm API runs too), filled with black, or with
-// ROAD's noisy linear imputation when `road` is given. `probs` (may be null): [d] the model's
-// probability of class `cls` at each step (curve_probabilities, for SRG).
-void perturbation_tops(Tops& top, Probabilities* probs, int cls, const Model& m, Worker& w, const Image& clean,
-                       const Mat& map, const RoadOptions* road = nullptr) {
-  for (int d = 0; d < 2; ++d) {
-    if (road)
-      road_curve(w.curve, w.pw, m, clean, w.st.trace.logits, map.data(), int(map.size()), d == 0, *road);
-    else
-      perturbation_curve(w.curve, w.pw, m, clean, w.st.trace.logits, map.data(), int(map.size()), d == 0);
-    for (int s = 1; s < perturbation_steps; ++s) top[size_t(d)][size_t(s - 1)] = arg_max_class(w.curve.logits[size_t(s)]);
-    if (probs) (*probs)[size_t(d)] = curve_probabilities(m.config, w.curve, cls);
-  }
-}
-
-// Symmetric Relevance Gain (Blücher et al. 2024) of the probability curves [0] MoRF, [1] LeRF.
-double srg(const Probabilities& p) { return symmetric_relevance_gain(p[1], p[0]); }
 
 bool has_score(const EvalRecord& r, const char* name) { return r.scores.count(name) != 0; }
 
@@ -212,26 +180,36 @@ EvalRecord method_record(Worker& w, const Model& m, const Model* compare, const 
     if (baseline) pred_map = any_map(m, w.st, opt, method, in.index, item, pred, r.nonfinite);
     const Mat target_map =
         item.cls == pred ? pred_map : any_map(m, w.st, opt, method, in.index, item, item.cls, r.nonfinite);
-    Probabilities probs;
-    perturbation_tops(r.top[0], &probs, pred, m, w, in.sample.x, pred_map);
-    r.scores["srg_black"] = srg(probs);
-    if (same_map(pred_map, target_map))
-      r.top[1] = r.top[0];
-    else
-      perturbation_tops(r.top[1], nullptr, pred, m, w, in.sample.x, target_map);
-    if (in.index < opt.road) {
-      RoadOptions ro;
-      ro.seed = road_seed(in.index);
-      perturbation_tops(r.road_top, &probs, pred, m, w, in.sample.x, pred_map, &ro);
+    // The predicted-class map: both fills, SRG of the predicted class, and the mask figures.
+    MapFaithfulnessOptions fo;
+    fo.cls = pred;
+    fo.road = in.index < opt.road;
+    fo.road_options.seed = road_seed(in.index);
+    if (!item.mask.empty()) fo.mask = item.mask.data();
+    map_faithfulness(w.faith, w.pw, m, in.sample.x, w.st.trace.logits, pred_map.data(), hw, fo);
+    const MapFaithfulness& f = w.faith;
+    for (size_t d = 0; d < 2; ++d) r.top[0][d] = curve_tops(f.black_curves[d].curve);
+    r.scores["srg_black"] = f.srg_black;
+    if (f.road) {
+      for (size_t d = 0; d < 2; ++d) r.road_top[d] = curve_tops(f.road_curves[d].curve);
       r.road = true;
-      r.scores["srg_road"] = srg(probs);
+      r.scores["srg_road"] = f.srg_road;
     }
-    if (!item.mask.empty()) {
+    if (f.masked) {
       r.segmented = true;
-      r.seg = segmentation_counts(pred_map.data(), item.mask.data(), hw);
-      r.seg_ap = segmentation_ap(pred_map.data(), item.mask.data(), hw);
-      r.scores["mass_accuracy"] = relevance_mass_accuracy(pred_map.data(), item.mask.data(), hw);
-      r.scores["rank_accuracy"] = relevance_rank_accuracy(pred_map.data(), item.mask.data(), hw);
+      r.seg = f.seg;
+      r.seg_ap = f.seg_ap;
+      r.scores["mass_accuracy"] = f.mass_accuracy;
+      r.scores["rank_accuracy"] = f.rank_accuracy;
+    }
+    // The target-class map: the black-fill test only (the same map when the prediction is right).
+    if (same_map(pred_map, target_map)) {
+      r.top[1] = r.top[0];
+    } else {
+      MapFaithfulnessOptions to;
+      to.cls = item.cls;
+      map_faithfulness(w.faith, w.pw, m, in.sample.x, w.st.trace.logits, target_map.data(), hw, to);
+      for (size_t d = 0; d < 2; ++d) r.top[1][d] = curve_tops(w.faith.black_curves[d].curve);
     }
   } else if (items == 2) {
     for (int k = 0; k < 2; ++k) {
@@ -242,8 +220,15 @@ EvalRecord method_record(Worker& w, const Model& m, const Model* compare, const 
       const Mat mk = !baseline && own.cls == pred
                          ? pred_map
                          : any_map(m, w.st, opt, method, in.index, own, own.cls, r.nonfinite);
-      r.share[size_t(k)] = class_share(mk.data(), own.mask.data(), other.mask.data(), hw);
-      r.pointing[size_t(k)] = pointing_game(mk.data(), own.mask.data(), hw);
+      // The mask figures of item k's class map against item k and the other item.
+      MapFaithfulnessOptions fo;
+      fo.cls = own.cls;
+      fo.black = false;
+      fo.mask = own.mask.data();
+      fo.other = other.mask.data();
+      map_faithfulness(w.faith, w.pw, m, in.sample.x, w.st.trace.logits, mk.data(), hw, fo);
+      r.share[size_t(k)] = w.faith.share;
+      r.pointing[size_t(k)] = w.faith.pointing;
     }
   }
   if (pred_map.size() > 0) pred_out = std::move(pred_map);

@@ -76,6 +76,10 @@
 // record that lacks a figure its options ask for (the whole record, which is deterministic) and
 // appends it; readers keep the last record of a (sample, method).
 //
+// The per-map figures (both fills' curves, SRG, the mask figures, the class share and pointing
+// game) come from one call of map_faithfulness (metrics/map_faithfulness.h) per map, the function
+// the wasm API gives the page, so a record holds exactly what that call returns for its map.
+//
 // Adding a per-record figure (e.g. a ROAD or relevance-mass score): compute it in eval.cpp's
 // method_record into EvalRecord::scores under its name; it is stored in the record's JSON,
 // averaged per method into EvalMethodSummary::scores and gets a column of its own in the markdown
