@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
+#include "json_fixture.h"
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/io.h"
 #include "vitlens/methods/methods.h"
@@ -21,17 +22,12 @@ void gauss_legendre_01(int n, std::vector<double>& nodes, std::vector<double>& w
 
 using namespace vitlens;
 using vitlens::test::rel_max_error;
+using vitlens::test::read_json;
 using vitlens::test::source_path;
 
 namespace {
 
 constexpr double kMapTol = 1e-4;  // max |ours − ref| / max |ref|, float32 engine vs float64 reference
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  REQUIRE(f.good());
-  return nlohmann::json::parse(f);
-}
 
 Image image_from_npy(const std::string& path) {
   const NpyArray a = read_npy(path);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
+#include "json_fixture.h"
 #include "vitlens/io/io.h"
 #include "vitlens/io/npy.h"
 #include "vitlens/io/safetensors.h"
@@ -24,15 +25,10 @@
 
 using namespace vitlens;
 using vitlens::test::rel_max_error;
+using vitlens::test::read_json;
 using vitlens::test::source_path;
 
 namespace {
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  REQUIRE(f.good());
-  return nlohmann::json::parse(f);
-}
 
 // A variant reference's model and input (tests/fixtures/variants/<name>/): registers, a
 // distillation token, LayerScale.

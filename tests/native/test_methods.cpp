@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
+#include "json_fixture.h"
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/io.h"
 #include "vitlens/methods/methods.h"
@@ -21,15 +22,10 @@
 
 using namespace vitlens;
 using vitlens::test::rel_max_error;
+using vitlens::test::read_json;
 using vitlens::test::source_path;
 
 namespace {
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  REQUIRE(f.good());
-  return nlohmann::json::parse(f);
-}
 
 struct Case {
   std::string name, dir;

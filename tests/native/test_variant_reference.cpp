@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.h"
+#include "json_fixture.h"
 #include "vitlens/io/io.h"
 #include "vitlens/io/npy.h"
 #include "vitlens/io/safetensors.h"
@@ -19,18 +20,13 @@
 #include "vitlens/model/vit.h"
 
 using namespace vitlens;
+using vitlens::test::read_json;
 using vitlens::test::source_path;
 
 namespace {
 
 const char* const kCases[] = {"deit3",   "distilled_timm", "distilled_hf", "reg_gap", "avg_fcnorm_cls",
                               "dinov2",  "dinov2_reg",     "clip",         "resized"};
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream f(path);
-  REQUIRE(f.good());
-  return nlohmann::json::parse(f);
-}
 
 struct Case {
   std::string dir;
