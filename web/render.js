@@ -87,6 +87,24 @@ function scratchCanvas(w, h) {
   return c;
 }
 
+// A canvas of an n × n matrix (row-major), one pixel a cell, coloured by `cmap` from `min` to
+// `max` (values beyond are clamped); drawn scaled up without smoothing by the matrix views.
+export function matrixCanvas(mat, n, { cmap = 'viridis', min, max }) {
+  const lut = COLORMAPS[cmap] ?? COLORMAPS.viridis;
+  const range = max > min ? max - min : 1;
+  const img = new ImageData(n, n);
+  for (let k = 0; k < n * n; k++) {
+    const c = Math.round(Math.min(1, Math.max(0, (mat[k] - min) / range)) * 255) * 3;
+    img.data[k * 4] = lut[c];
+    img.data[k * 4 + 1] = lut[c + 1];
+    img.data[k * 4 + 2] = lut[c + 2];
+    img.data[k * 4 + 3] = 255;
+  }
+  const layer = scratchCanvas(n, n);
+  layer.getContext('2d').putImageData(img, 0, 0);
+  return layer;
+}
+
 // RGBA pixels of a w×h map of signed values in [−limit, limit] (not normalised): the colour map's
 // middle entry at 0, its ends at ±limit (values beyond are clamped), alpha = opacity.
 export function signedImageData(values, w, h, { cmap = 'diverging', opacity = 1, limit = 1 } = {}) {

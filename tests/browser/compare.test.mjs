@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadVitlens, nativeCli, repo, tmpDir, toRGBA } from '../node/support.mjs';
-import { artifacts, launch, modelsDir, openPage, skipReason } from './harness.mjs';
+import { artifacts, launch, modelsDir, openAt as openAtSize, skipReason } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the compare view in chromium', { skip }, () => {});
@@ -41,21 +41,7 @@ const FIGURES = {
   share: ['higher', (f) => f.mask?.share ?? undefined],
 };
 
-async function openAt(env, viewport, touch = false) {
-  let tab;
-  if (touch) {
-    const context = await env.browser.newContext({ viewport, hasTouch: true, isMobile: true, deviceScaleFactor: 2, acceptDownloads: true });
-    const page = await context.newPage();
-    tab = { context, page, consoleErrors: [] };
-    page.on('pageerror', (e) => tab.consoleErrors.push(`pageerror: ${e.message}`));
-    page.on('console', (m) => {
-      if (m.type() === 'error') tab.consoleErrors.push(`${m.type()}: ${m.text()}`);
-    });
-  } else tab = await openPage(env, { viewport });
-  await tab.page.goto(env.server.url + SEARCH);
-  await tab.page.waitForFunction(() => document.documentElement.dataset.firstExplanationMs, null, { timeout: 60_000 });
-  return tab;
-}
+const openAt = (env, viewport, touch = false) => openAtSize(env, viewport, touch, SEARCH);
 
 // Waits until the view shows specs (a, b) (any when null), or fails with the page's error.
 async function waitReady(page, specs = null, timeout = 180_000) {

@@ -18,7 +18,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { readNpz } from '../node/npz.mjs';
 import { nativeCli, repo, tmpDir } from '../node/support.mjs';
-import { artifacts, launch, modelsDir, openPage, skipReason, waitGridDone } from './harness.mjs';
+import { artifacts, chooseTestModel, installTestEngine, launch, modelsDir, openAt, skipReason, waitGridDone } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the feed-forward view in chromium', { skip }, () => {});
@@ -64,33 +64,12 @@ function cliRef(model, image, dir) {
 // page's worker.js, another instance): the model (its URL, or the files of the input #test-model),
 // the first gallery scene, explain norm-based, then normFf on those maps; rows of the queries asked.
 async function engineRef(page, { url = null, files = false, queries }) {
+  await installTestEngine(page);
   const e = await page.evaluate(async ({ url, files, queries }) => {
-    const w = new Worker('/worker.js', { type: 'module' });
-    let id = 0;
-    const call = (type, input) => new Promise((resolve, reject) => {
-      const my = ++id;
-      const listen = (ev) => {
-        if (ev.data.id !== my || ev.data.type === 'progress') return;
-        w.removeEventListener('message', listen);
-        if (ev.data.type === 'result') resolve(ev.data.out);
-        else reject(new Error(`${ev.data.err.code}: ${ev.data.err.message}`));
-      };
-      w.addEventListener('message', listen);
-      w.postMessage({ type, id: my, in: input });
-    });
-    const abs = (p) => new URL(p, location.href).href;
-    await call('init', { wasmUrl: abs('./wasm/vitlens.js'), wasmMtUrl: abs('./wasm/vitlens-mt.js'), simd: 'auto' });
-    if (files) {
-      const list = [...document.getElementById('test-model').files];
-      const st = list.find((f) => f.name.endsWith('.safetensors'));
-      if (st) await call('importModel', { checkpoint: { blob: st }, config: { blob: list.find((f) => f.name.endsWith('.json')) } });
-      else await call('loadModel', { source: { blob: list[0] } });
-    } else await call('loadModel', { source: { url: abs(url) } });
-    const labels = await (await fetch('./models/gallery/labels.json')).json();
-    const prep = await call('prepare', { source: { url: abs(`./models/gallery/${(labels.scenes ?? labels.images ?? labels.items)[0].image}`) } });
+    const { call, prep, done } = await testEngine(files ? { input: true } : { url });
     const ex = await call('explain', { image: prep.image, method: 'norm-based', options: {} });
     const { summary } = await call('normFf', { image: prep.image, norm: ex.norm });
-    w.terminate();
+    done();
     const n = prep.info.tokens;
     const rowOf = (a, q) => Array.from(a.subarray(q * n, (q + 1) * n));
     const perQuery = (f) => Object.fromEntries(queries.map((q) => [q, ex.norm.map((blk, b) => f(blk, summary[b], q))]));
@@ -121,20 +100,6 @@ async function engineRef(page, { url = null, files = false, queries }) {
     mixingMean: (b, st) => e.mixingMean[b][st],
     rho: (b) => e.rho[b],
   };
-}
-
-// Puts `files` into a hidden file input #test-model (for engineRef).
-async function testModelInput(page, files) {
-  await page.evaluate(() => {
-    if (document.getElementById('test-model')) return;
-    const input = document.createElement('input');
-    input.type = 'file';
-    input.multiple = true;
-    input.id = 'test-model';
-    input.hidden = true;
-    document.body.append(input);
-  });
-  await page.setInputFiles('#test-model', files);
 }
 
 const near = (a, b, tol) => Math.abs(a - b) <= tol * Math.max(1, Math.abs(b));
@@ -187,21 +152,6 @@ async function checkChart(page, refs) {
     }
   }
   return mode;
-}
-
-async function openAt(env, viewport, touch = false) {
-  const tab = await openPage(env, { viewport });
-  if (touch) {
-    await tab.context.close();
-    const context = await env.browser.newContext({ viewport, hasTouch: true, isMobile: true, deviceScaleFactor: 2 });
-    tab.context = context;
-    tab.page = await context.newPage();
-    tab.page.on('pageerror', (e) => tab.consoleErrors.push(`pageerror: ${e.message}`));
-    tab.page.on('console', (m) => { if (m.type() === 'error') tab.consoleErrors.push(`console: ${m.text()}`); });
-  }
-  await tab.page.goto(env.server.url);
-  await tab.page.waitForFunction(() => document.documentElement.dataset.firstExplanationMs, null, { timeout: 60_000 });
-  return tab;
 }
 
 // Waits until the view has drawn (for `key`: a predicate on #ff-maps' dataset) or an error shows.
@@ -444,7 +394,7 @@ describe('the feed-forward view', { skip }, () => {
       `summary ${d.summaryMs} ms, request ${d.fetchMs} ms; draw ${d.drawMs} ms`);
     assert.equal(d.n, '197');
     assert.equal(await page.getAttribute('#ff-block', 'max'), '11');
-    await testModelInput(page, file);
+    await chooseTestModel(page, file);
     const refs = [await engineRef(page, { files: true, queries: [0] }), cliRef(file, scene, dir)];
     await checkDrawn(page, refs, 'DeiT-tiny block 0');
     await checkChart(page, refs);
@@ -471,7 +421,7 @@ describe('the feed-forward view', { skip }, () => {
     const tab = await openAt(env, { width: 1280, height: 800 });
     const { page } = tab;
     await loadModel(page, files);
-    await testModelInput(page, files);
+    await chooseTestModel(page, files);
     const patchQuery = 2 + 4 + 1; // from CLS, one patch right and one down on the 3 × 4 grid
     const refs = [await engineRef(page, { files: true, queries: [0, patchQuery] }), cliRef(vitl, scene, dir)];
     await openView(page);
@@ -505,7 +455,7 @@ describe('the feed-forward view', { skip }, () => {
     await waitDrawn(page, { n: 16, query: 0 });
     assert.match(await page.textContent('#ff-query'), /query: register 0/);
     assert.match(await page.textContent('#ff-maps .ff-prefix'), /prefix tokens R0, R1, R2, R3/);
-    await testModelInput(page, regFiles);
+    await chooseTestModel(page, regFiles);
     const regRefs = [await engineRef(page, { files: true, queries: [0] }), cliRef(regVitl, scene, dir)];
     await checkDrawn(page, regRefs, 'registers, no class token');
     await checkChart(page, regRefs);

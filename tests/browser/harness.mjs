@@ -1,6 +1,7 @@
 // harness.mjs — what the browser tests share: the static server, Debian's chromium through
 // playwright-core, a page with every request and console error recorded, the model and gallery
 // to serve, and reading the page's downloads.
+import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -66,9 +67,11 @@ export function appSession({ isolate = false } = {}) {
 }
 
 // A fresh context and page; every request is recorded, and any that would leave 127.0.0.1 is
-// aborted and recorded as offsite.
-export async function openPage(env, { viewport = { width: 1400, height: 1000 } } = {}) {
-  const context = await env.browser.newContext({ viewport, acceptDownloads: true });
+// aborted and recorded as offsite. touch: a phone (touch events, mobile viewport, 2 device pixels
+// a CSS pixel).
+export async function openPage(env, { viewport = { width: 1400, height: 1000 }, touch = false } = {}) {
+  const phone = touch ? { hasTouch: true, isMobile: true, deviceScaleFactor: 2 } : {};
+  const context = await env.browser.newContext({ viewport, acceptDownloads: true, ...phone });
   const requests = [];
   const offsite = [];
   const consoleErrors = [];
@@ -91,12 +94,19 @@ export async function openPage(env, { viewport = { width: 1400, height: 1000 } }
 }
 
 // Opens the page (with the query string `search`, e.g. '?simd=plain') and waits for its first
-// explanation.
-export async function openApp(env, { search = '' } = {}) {
-  const tab = await openPage(env);
+// explanation. A `simd=` in the search is checked against the engine build the page chose.
+export async function openApp(env, { search = '', viewport, touch = false } = {}) {
+  const tab = await openPage(env, { viewport, touch });
   await tab.page.goto(env.server.url + search);
   await tab.page.waitForFunction(() => document.documentElement.dataset.firstExplanationMs, null, { timeout: 60_000 });
+  const simd = new URLSearchParams(search).get('simd');
+  if (simd) assert.equal(await tab.page.evaluate(() => document.documentElement.dataset.simd), simd);
   return tab;
+}
+
+// The page at a screen size (the views' tests: 1280×800, and 375×812 with `touch`).
+export function openAt(env, viewport, touch = false, search = '') {
+  return openApp(env, { viewport, touch, search });
 }
 
 export function explanationCount(page) {
@@ -139,4 +149,59 @@ export async function waitExplained(page, method = null) {
 
 export async function currentExplanation(page) {
   return page.$eval('#main-canvas', (c) => ({ method: c.dataset.method, target: Number(c.dataset.target) }));
+}
+
+// Puts `files` (a path or paths) into a hidden file input #test-model of the test's own, for
+// testEngine({ input: true }).
+export async function chooseTestModel(page, files) {
+  await page.evaluate(() => {
+    if (document.getElementById('test-model')) return;
+    const input = document.createElement('input');
+    input.type = 'file';
+    input.multiple = true;
+    input.id = 'test-model';
+    input.hidden = true;
+    document.body.append(input);
+  });
+  await page.setInputFiles('#test-model', files);
+}
+
+// A worker of the test's own in the page: the page's worker.js, another instance of the same
+// engine build, for the numbers a view should draw. After installTestEngine(page), page-side
+// `await testEngine(model)` starts it, loads `model` and prepares the first gallery scene:
+// { call(type, input) → the reply's out, init, prep, done() }. model: {} (the shipped model),
+// { url }, { input: true } (the files chosen in the page's #test-model: a .vitl, or a checkpoint
+// and its config.json), or { checkpoint: byte array, config: JSON text }.
+export async function installTestEngine(page) {
+  await page.evaluate(() => {
+    globalThis.testEngine = async ({ url = './models/vitlens-scenes.vitl', input = false, checkpoint, config } = {}) => {
+      const w = new Worker('/worker.js', { type: 'module' });
+      let id = 0;
+      const call = (type, args) => new Promise((resolve, reject) => {
+        const my = ++id;
+        const listen = (e) => {
+          if (e.data.id !== my || e.data.type === 'progress') return;
+          w.removeEventListener('message', listen);
+          if (e.data.type === 'result') resolve(e.data.out);
+          else reject(new Error(`${e.data.err.code}: ${e.data.err.message}`));
+        };
+        w.addEventListener('message', listen);
+        w.postMessage({ type, id: my, in: args });
+      });
+      const abs = (p) => new URL(p, location.href).href;
+      const init = await call('init', { wasmUrl: abs('./wasm/vitlens.js'), wasmMtUrl: abs('./wasm/vitlens-mt.js'), simd: 'auto' });
+      const chosen = input ? [...document.getElementById('test-model').files] : [];
+      const st = chosen.find((f) => f.name.endsWith('.safetensors'));
+      if (checkpoint) {
+        await call('importModel', { checkpoint: { blob: new Blob([new Uint8Array(checkpoint)]) }, config: { blob: new Blob([config]) } });
+      } else if (st) {
+        await call('importModel', { checkpoint: { blob: st }, config: { blob: chosen.find((f) => f.name.endsWith('.json')) } });
+      } else if (input) await call('loadModel', { source: { blob: chosen[0] } });
+      else await call('loadModel', { source: { url: abs(url) } });
+      const labels = await (await fetch('./models/gallery/labels.json')).json();
+      const scene = (labels.scenes ?? labels.images ?? labels.items)[0].image;
+      const prep = await call('prepare', { source: { url: abs(`./models/gallery/${scene}`) } });
+      return { call, init, prep, done: () => w.terminate() };
+    };
+  });
 }

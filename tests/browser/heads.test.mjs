@@ -15,28 +15,13 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { writeCheckpoint } from '../node/checkpoints.mjs';
 import { nativeCli, repo, tmpDir } from '../node/support.mjs';
-import { artifacts, launch, modelsDir, openPage, skipReason, waitGridDone } from './harness.mjs';
+import { artifacts, chooseTestModel, installTestEngine, launch, modelsDir, openAt, skipReason, waitGridDone } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the heads-off view in chromium', { skip }, () => {});
 
 const TOL = 1e-6;
 const close = (a, b, tol = TOL) => Math.abs(a - b) <= tol * Math.max(1, Math.abs(b));
-
-async function openAt(env, viewport, touch = false) {
-  const tab = await openPage(env, { viewport });
-  if (touch) {
-    await tab.context.close();
-    const context = await env.browser.newContext({ viewport, hasTouch: true, isMobile: true, deviceScaleFactor: 2 });
-    tab.context = context;
-    tab.page = await context.newPage();
-    tab.page.on('pageerror', (e) => tab.consoleErrors.push(`pageerror: ${e.message}`));
-    tab.page.on('console', (m) => { if (m.type() === 'error') tab.consoleErrors.push(`error: ${m.text()}`); });
-  }
-  await tab.page.goto(env.server.url);
-  await tab.page.waitForFunction(() => document.documentElement.dataset.firstExplanationMs, null, { timeout: 60_000 });
-  return tab;
-}
 
 // Loads model files through the page's "Load your own model…" and waits for its first explanation.
 async function loadModel(page, files) {
@@ -82,45 +67,13 @@ const shown = (page) => page.evaluate(() => {
   };
 });
 
-// Puts a model file in a file input of the test's own (#test-model), for engineValues' `vitl`.
-async function testModelFile(page, file) {
-  await page.evaluate(() => {
-    if (document.getElementById('test-model')) return;
-    const input = document.createElement('input');
-    input.type = 'file';
-    input.id = 'test-model';
-    input.hidden = true;
-    document.body.append(input);
-  });
-  await page.setInputFiles('#test-model', file);
-}
-
 // The engine's own numbers for what the section should show: a fresh worker in the page with the
 // same engine, model (the shipped one, the .vitl in #test-model with `vitl`, or a checkpoint's
 // files) and scene.
 async function engineValues(page, { files = null, vitl = false, mask, clicks, target, method }) {
+  await installTestEngine(page);
   return page.evaluate(async ({ files, vitl, mask, clicks, target, method }) => {
-    const w = new Worker('/worker.js', { type: 'module' });
-    let id = 0;
-    const call = (type, input) => new Promise((resolve, reject) => {
-      const my = ++id;
-      const listen = (e) => {
-        if (e.data.id !== my || e.data.type === 'progress') return;
-        w.removeEventListener('message', listen);
-        if (e.data.type === 'result') resolve(e.data.out);
-        else reject(new Error(`${e.data.err.code}: ${e.data.err.message}`));
-      };
-      w.addEventListener('message', listen);
-      w.postMessage({ type, id: my, in: input });
-    });
-    const url = (p) => new URL(p, location.href).href;
-    await call('init', { wasmUrl: url('./wasm/vitlens.js'), wasmMtUrl: url('./wasm/vitlens-mt.js'), simd: 'auto' });
-    if (files) {
-      await call('importModel', { checkpoint: { blob: new Blob([new Uint8Array(files.checkpoint)]) }, config: { blob: new Blob([files.config]) } });
-    } else if (vitl) await call('loadModel', { source: { blob: document.getElementById('test-model').files[0] } });
-    else await call('loadModel', { source: { url: url('./models/vitlens-scenes.vitl') } });
-    const labels = await (await fetch('./models/gallery/labels.json')).json();
-    const prep = await call('prepare', { source: { url: url(`./models/gallery/${labels.scenes[0].image}`) } });
+    const { call, prep, done } = await testEngine(files ?? { input: vitl });
     const out = { full: prep.predictions.map((p) => p.prob) };
     const m = await call('mask', { image: prep.image, mask, top: 5 });
     out.masked = m.predictions.map((p) => p.prob);
@@ -132,7 +85,7 @@ async function engineValues(page, { files = null, vitl = false, mask, clicks, ta
     const mine = await call('prune', { image: prep.image, order: clicks, target });
     out.clicks = mine.prob;
     out.clicksTop = mine.top;
-    w.terminate();
+    done();
     return out;
   }, { files, vitl, mask, clicks, target, method });
 }
@@ -316,7 +269,7 @@ describe('the heads-off view', { skip }, () => {
     await waitDrawn(page, want);
     s = await shown(page);
     t.diagnostic(`DeiT-tiny: after the change, drawn ${Date.now() - t1} ms later; draw ${s.drawMs} ms, compute ${s.computeMs} ms (${s.method}); ${await page.textContent('#heads-note')}`);
-    await testModelFile(page, file);
+    await chooseTestModel(page, file);
     const e = await engineValues(page, { vitl: true, mask: want.split('').map(Number), clicks, target: s.target, method: s.method });
     checkAgainst(s, e, 'DeiT-tiny');
     await page.locator('#heads-section').screenshot({ path: path.join(artifacts, 'heads-deit-tiny.png') });

@@ -13,27 +13,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { nativeCli, repo, tmpDir } from '../node/support.mjs';
-import { artifacts, launch, modelsDir, openPage, skipReason, waitGridDone } from './harness.mjs';
+import { artifacts, chooseTestModel, installTestEngine, launch, modelsDir, openAt, skipReason, waitGridDone } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the whole-matrices view in chromium', { skip }, () => {});
 
 const TOL = 1e-6;
 const close = (a, b) => Math.abs(a - b) <= TOL * Math.max(1, Math.abs(b));
-
-async function openAt(env, viewport, touch = false) {
-  const tab = await openPage(env, { viewport });
-  if (touch) {
-    await tab.context.close();
-    const context = await env.browser.newContext({ viewport, hasTouch: true, isMobile: true, deviceScaleFactor: 2 });
-    tab.context = context;
-    tab.page = await context.newPage();
-    tab.page.on('pageerror', (e) => tab.consoleErrors.push(`pageerror: ${e.message}`));
-  }
-  await tab.page.goto(env.server.url);
-  await tab.page.waitForFunction(() => document.documentElement.dataset.firstExplanationMs, null, { timeout: 60_000 });
-  return tab;
-}
 
 // Opens the section with the keyboard (Tab to its summary, Enter) and waits for the matrix.
 async function openView(page) {
@@ -66,35 +52,13 @@ const readout = (page) => page.evaluate(() => {
 // The engine's own numbers: a fresh worker in the page with the same engine, model and scene
 // (the model from /models/, or from the given files' bytes), and per cell what the view should show.
 async function engineValues(page, { files = null, target }) {
+  await installTestEngine(page);
   return page.evaluate(async ({ files, target }) => {
-    const w = new Worker('/worker.js', { type: 'module' });
-    let id = 0;
-    const call = (type, input) => new Promise((resolve, reject) => {
-      const my = ++id;
-      const listen = (e) => {
-        if (e.data.id !== my || e.data.type === 'progress') return;
-        w.removeEventListener('message', listen);
-        if (e.data.type === 'result') resolve(e.data.out);
-        else reject(new Error(`${e.data.err.code}: ${e.data.err.message}`));
-      };
-      w.addEventListener('message', listen);
-      w.postMessage({ type, id: my, in: input });
-    });
-    const url = (p) => new URL(p, location.href).href;
-    const init = await call('init', { wasmUrl: url('./wasm/vitlens.js'), wasmMtUrl: url('./wasm/vitlens-mt.js'), simd: 'auto' });
-    if (files) {
-      await call('importModel', {
-        checkpoint: { blob: new Blob([new Uint8Array(files.checkpoint)]) }, config: { blob: new Blob([files.config]) },
-      });
-    } else await call('loadModel', { source: { url: url('./models/vitlens-scenes.vitl') } });
-    const labels = await (await fetch('./models/gallery/labels.json')).json();
-    const scenes = labels.scenes ?? labels.images ?? labels.items;
-    const scene = scenes[0].image;
-    const prep = await call('prepare', { source: { url: url(`./models/gallery/${scene}`) } });
+    const { call, init, prep, done } = await testEngine(files ?? {});
     const heads = await call('teach', { image: prep.image, target, grads: true });
     const ta = await call('explain', { image: prep.image, method: 'transformer-attribution', options: { target, intermediates: true } });
     const gr = await call('explain', { image: prep.image, method: 'grad-rollout', options: { target, intermediates: true } });
-    w.terminate();
+    done();
     const plain = (a) => Array.from(a);
     return {
       simd: init.simd, n: prep.info.tokens,
@@ -366,32 +330,12 @@ describe('the whole-matrices view', { skip }, () => {
     await page.keyboard.press('End');
     const r = await readout(page);
     // The engine's value of that cell, from a worker of the test's own with the same file.
-    await page.evaluate(() => {
-      const input = document.createElement('input');
-      input.type = 'file';
-      input.id = 'test-model';
-      document.body.append(input);
-    });
-    await page.setInputFiles('#test-model', file);
+    await chooseTestModel(page, file);
+    await installTestEngine(page);
     const want = await page.evaluate(async ({ target, k }) => {
-      const w = new Worker('/worker.js', { type: 'module' });
-      let id = 0;
-      const call = (type, input) => new Promise((resolve, reject) => {
-        const my = ++id;
-        w.addEventListener('message', (e) => {
-          if (e.data.id !== my || e.data.type === 'progress') return;
-          if (e.data.type === 'result') resolve(e.data.out);
-          else reject(new Error(e.data.err.message));
-        });
-        w.postMessage({ type, id: my, in: input });
-      });
-      const url = (p) => new URL(p, location.href).href;
-      await call('init', { wasmUrl: url('./wasm/vitlens.js'), wasmMtUrl: url('./wasm/vitlens-mt.js'), simd: 'auto' });
-      await call('loadModel', { source: { blob: document.getElementById('test-model').files[0] } });
-      const labels = await (await fetch('./models/gallery/labels.json')).json();
-      const prep = await call('prepare', { source: { url: url(`./models/gallery/${labels.scenes[0].image}`) } });
+      const { call, prep, done } = await testEngine({ input: true });
       const heads = await call('teach', { image: prep.image, target, grads: false });
-      w.terminate();
+      done();
       return heads.attn[5][1][k];
     }, { target, k: 197 * 197 - 1 });
     assert.equal(r.i, '196');

@@ -68,6 +68,7 @@ describe('the teaching, faithfulness and editing views', { skip }, () => {
     assert.notDeepEqual(a, b, 'the per-head maps change with the query patch');
     if ((await currentExplanation(page)).method === 'transformer-attribution') {
       assert.equal(await page.locator('#teach-block canvas[data-kind=head-grad]').count(), heads, '∇A per head');
+      assert.equal(await page.locator('#teach-block canvas[data-kind=head-gradxa]').count(), heads, '(∇A ⊙ A)⁺ per head (core’s, grad-rollout’s terms)');
       assert.equal(await page.locator('#teach-block canvas[data-kind=head-relevance]').count(), heads, 'R_A per head');
       assert.equal(await page.locator('#teach-block canvas[data-kind=head-gradxr]').count(), heads, '(∇A ⊙ R_A)⁺ per head');
     }

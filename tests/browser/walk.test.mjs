@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadVitlens, nativeCli, repo, tmpDir, toRGBA } from '../node/support.mjs';
-import { artifacts, launch, modelsDir, openPage, skipReason, waitGridDone } from './harness.mjs';
+import { artifacts, launch, modelsDir, openAt as openAtSize, skipReason, waitGridDone } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the guided walk in chromium', { skip }, () => {});
@@ -33,21 +33,7 @@ function closeArrays(a, b, what) {
     if (!(Math.abs(a[i] - b[i]) <= TOL * Math.max(scale, 1e-30))) assert.fail(`${what}[${i}]: page ${a[i]} vs engine ${b[i]} (scale ${scale})`);
 }
 
-async function openAt(env, viewport, touch = false) {
-  const tab = await openPage(env, { viewport });
-  if (touch) {
-    await tab.context.close();
-    const context = await env.browser.newContext({ viewport, hasTouch: true, isMobile: true, deviceScaleFactor: 2 });
-    tab.context = context;
-    tab.page = await context.newPage();
-    tab.page.on('pageerror', (e) => tab.consoleErrors.push(`pageerror: ${e.message}`));
-    tab.page.on('console', (m) => { if (m.type() === 'error') tab.consoleErrors.push(`console: ${m.text()}`); });
-  }
-  await tab.page.goto(`${env.server.url}?simd=plain`);
-  await tab.page.waitForFunction(() => document.documentElement.dataset.firstExplanationMs, null, { timeout: 60_000 });
-  assert.equal(await tab.page.evaluate(() => document.documentElement.dataset.simd), 'plain');
-  return tab;
-}
+const openAt = (env, viewport, touch = false) => openAtSize(env, viewport, touch, '?simd=plain');
 
 // The engine's walk in node: { model: .vitl path } or { checkpoint, config } (safetensors), the
 // scene at `image`, the page's class and query; every step with its arrays as plain arrays.

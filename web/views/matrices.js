@@ -19,7 +19,7 @@
 // The data are fetched only while the section is open, once per (image, class) and quantity, and
 // dropped when another model, image or class comes.
 import { on } from '../events.js';
-import { COLORMAPS } from '../render.js';
+import { matrixCanvas } from '../render.js';
 import { tokenLayout, tokenName, tokenPatch } from '../tokens.js';
 import { $ } from './util.js';
 
@@ -275,20 +275,7 @@ export function createMatricesView(app) {
       if (mat[k] < min) min = mat[k];
       if (mat[k] > max) max = mat[k];
     }
-    const lut = COLORMAPS[$('cmap').value] ?? COLORMAPS.viridis;
-    const range = max > min ? max - min : 1;
-    const img = new ImageData(n, n);
-    for (let k = 0; k < n * n; k++) {
-      const c = Math.round(Math.min(1, Math.max(0, (mat[k] - min) / range)) * 255) * 3;
-      img.data[k * 4] = lut[c];
-      img.data[k * 4 + 1] = lut[c + 1];
-      img.data[k * 4 + 2] = lut[c + 2];
-      img.data[k * 4 + 3] = 255;
-    }
-    const layer = document.createElement('canvas');
-    layer.width = n;
-    layer.height = n;
-    layer.getContext('2d').putImageData(img, 0, 0);
+    const layer = matrixCanvas(mat, n, { cmap: $('cmap').value, min, max });
     if (shown?.n !== n) view.scale = 0;
     cursor = { i: Math.min(cursor.i, n - 1), j: Math.min(cursor.j, n - 1) };
     shown = { q: quantity, b, h, mat, n, layout, min, max, layer, offDiagonal };

@@ -14,16 +14,20 @@ import { $, fitCanvas } from './util.js';
 
 export function createTeachingView(app) {
   let teachBlock = 0;
-  // { key, version, target, attn, grads }: per block, per head A and ∂y_t/∂A of the image
-  // classified as app.imageVersion (grads for class `target`, or null)
+  // { key, version, target, attn, grads, gradxa }: per block, per head A, ∂y_t/∂A and core's
+  // (∂y_t/∂A ⊙ A)⁺ of the image classified as app.imageVersion (grads and gradxa for class
+  // `target`, or null)
   let teachData = null;
-  let teachP = null; // the pending request for them
+  let teachP = []; // the pending requests for them
+  const cancelTeach = () => {
+    for (const p of teachP) app.client.cancel(p.id);
+    teachP = [];
+  };
 
   on('model-changed', ({ reloaded }) => {
     if (!reloaded) {
       teachData = null;
-      if (teachP) app.client.cancel(teachP.id);
-      teachP = null;
+      cancelTeach();
     }
     setBlock(reloaded ? teachBlock : 0);
   });
@@ -124,13 +128,9 @@ export function createTeachingView(app) {
       const row = teachRow('head-grad', `block ${b}: ∇A per head`, `∇A_b,h = ∂y_t/∂A_b,h for “${app.className(td.target)}”`);
       td.grads[b].forEach((g, h) => row.append(gridFigure(qrow(g), layout, `head ${h}`, 'head-grad')));
       box.append(row);
-      if (td.attn?.[b]) {
+      if (td.gradxa?.[b]?.length) {
         const row2 = teachRow('head-gradxa', `block ${b}: (∇A ⊙ A)⁺ per head`, HEAD_PRODUCT_TEXT.gradxa);
-        td.grads[b].forEach((g, h) => {
-          const a = qrow(td.attn[b][h]);
-          const r = qrow(g).map((v, j) => Math.max(0, v * a[j]));
-          row2.append(gridFigure(r, layout, `head ${h}`, 'head-gradxa'));
-        });
+        td.gradxa[b].forEach((v, h) => row2.append(gridFigure(qrow(v), layout, `head ${h}`, 'head-gradxa')));
         box.append(row2);
       }
     }
@@ -206,11 +206,12 @@ export function createTeachingView(app) {
   function headsOf(ex) {
     const td = teachData;
     if (!td || td.version !== app.imageVersion) return null;
-    return td.grads && td.target !== ex.target ? { ...td, grads: null } : td;
+    return td.grads && td.target !== ex.target ? { ...td, grads: null, gradxa: null } : td;
   }
 
   // Asks the worker for each head's A (and ∂y_t/∂A when the method uses it: when its per-block
-  // intermediates include ∇A) of the current image.
+  // intermediates include ∇A) of the current image; with ∇A also for grad-rollout's per-head
+  // terms (∇A ⊙ A)⁺ (its intermediates' productHeads: core's product, on the passes teach ran).
   async function fetchHeads(ex) {
     const grads = (ex.intermediates?.blocks ?? []).some((blk) => blk.grad);
     const have = headsOf(ex);
@@ -218,21 +219,26 @@ export function createTeachingView(app) {
       renderBlock();
       return;
     }
-    if (teachP) app.client.cancel(teachP.id);
+    cancelTeach();
     const version = app.imageVersion;
     const key = `${version}:${grads ? ex.target : '-'}`;
     const p = app.call('teach', { image: app.imageId, target: ex.target, grads }, [], { priority: true });
-    teachP = p;
+    const gr = grads
+      ? app.call('explain', { image: app.imageId, method: 'grad-rollout', options: { target: ex.target, intermediates: true } }, [], { priority: true })
+      : null;
+    gr?.catch(() => {}); // awaited below only when teach succeeds; its failure is then reported
+    teachP = gr ? [p, gr] : [p];
     try {
       const out = await p;
-      if (teachP !== p) return; // dropped (another model) while the worker answered
-      teachData = { key, version, target: ex.target, ...out };
+      const gradxa = gr ? (await gr).intermediates.blocks.map((blk) => blk.productHeads) : null;
+      if (teachP[0] !== p) return; // dropped (another model) while the worker answered
+      teachData = { key, version, target: ex.target, ...out, gradxa };
       renderBlock();
       document.documentElement.dataset.teachKey = key;
     } catch (e) {
       if (e.code !== 'cancelled') app.showError('The per-head views failed', e);
     } finally {
-      if (teachP === p) teachP = null;
+      if (teachP[0] === p) teachP = [];
     }
   }
 

@@ -13,7 +13,7 @@
 // query token (app.query: the patch chosen on the image; the default, 0, walks with the method's
 // own query q) or model; a pending request is cancelled when a newer one replaces it.
 import { on } from '../events.js';
-import { COLORMAPS, drawOverlay, formatNumber, minMax } from '../render.js';
+import { drawOverlay, formatNumber, matrixCanvas, minMax } from '../render.js';
 import { lineChart } from '../teach.js';
 import { tokenLayout, tokenName } from '../tokens.js';
 import { $ } from './util.js';
@@ -309,20 +309,7 @@ export function createWalkView(app) {
     const n = layout.n;
     const c = $('walk-matrix');
     const { min, max } = minMax(s.matrix);
-    const lut = COLORMAPS[$('cmap').value] ?? COLORMAPS.jet;
-    const range = max > min ? max - min : 1;
-    const img = new ImageData(n, n);
-    for (let k = 0; k < n * n; k++) {
-      const v = Math.round(((s.matrix[k] - min) / range) * 255) * 3;
-      img.data[k * 4] = lut[v];
-      img.data[k * 4 + 1] = lut[v + 1];
-      img.data[k * 4 + 2] = lut[v + 2];
-      img.data[k * 4 + 3] = 255;
-    }
-    const layer = document.createElement('canvas');
-    layer.width = n;
-    layer.height = n;
-    layer.getContext('2d').putImageData(img, 0, 0);
+    const layer = matrixCanvas(s.matrix, n, { cmap: $('cmap').value, min, max });
     const css = Math.min(240, Math.max(120, (fig.parentElement?.clientWidth ?? 240) - 8));
     const dpr = window.devicePixelRatio || 1;
     c.style.width = `${css}px`;
