@@ -17,7 +17,7 @@
 import { on } from '../events.js';
 import { COLORMAPS } from '../render.js';
 import { tokenLayout, tokenName, tokenPatch } from '../tokens.js';
-import { $, cancelFlag, raiseFlag } from './util.js';
+import { $, cancelFlag, raiseFlag, sizeCanvas } from './util.js';
 
 const BEFORE = 'atb-res-ln';
 const AFTER = 'atb-res-ln-ff';
@@ -367,11 +367,7 @@ export function createFfView(app) {
 
   function drawPanel(canvas, values, layout, q, scale, width) {
     const g = geometry(layout, width);
-    const dpr = window.devicePixelRatio || 1;
-    canvas.style.width = `${g.w}px`;
-    canvas.style.height = `${g.h}px`;
-    canvas.width = Math.round(g.w * dpr);
-    canvas.height = Math.round(g.h * dpr);
+    const dpr = sizeCanvas(canvas, g.w, g.h);
     Object.assign(canvas.dataset, { cell: String(g.cell), x0: String(g.x0), stripCols: String(g.stripCols) });
     const ctx = canvas.getContext('2d');
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
@@ -414,11 +410,7 @@ export function createFfView(app) {
       const c = document.createElement('canvas');
       const w = 200;
       const h = 12;
-      const dpr = window.devicePixelRatio || 1;
-      c.style.width = `${w}px`;
-      c.style.height = `${h}px`;
-      c.width = w * dpr;
-      c.height = h * dpr;
+      sizeCanvas(c, w, h);
       c.dataset.kind = kind;
       const ctx = c.getContext('2d');
       for (let x = 0; x < c.width; x++) {

@@ -21,7 +21,7 @@
 import { on } from '../events.js';
 import { matrixCanvas } from '../render.js';
 import { tokenLayout, tokenName, tokenPatch } from '../tokens.js';
-import { $ } from './util.js';
+import { $, fitCanvas } from './util.js';
 
 // How the page writes the numbers of a formula: the terms short, the result with 7 significant
 // digits (float32 carries about 7), so that the displayed result is core's value to < 1e-6.
@@ -466,14 +466,7 @@ export function createMatricesView(app) {
     const c = $('mat-image');
     const img = app.views.editor.imageSource();
     const box = 200;
-    const aspect = layout.gridW / layout.gridH;
-    const cssW = aspect >= 1 ? box : Math.round(box * aspect);
-    const cssH = aspect >= 1 ? Math.round(box / aspect) : box;
-    const dpr = window.devicePixelRatio || 1;
-    c.style.width = `${cssW}px`;
-    c.style.height = `${cssH}px`;
-    c.width = Math.round(cssW * dpr);
-    c.height = Math.round(cssH * dpr);
+    const dpr = fitCanvas(c, layout.gridW, layout.gridH, box);
     const ctx = c.getContext('2d');
     ctx.clearRect(0, 0, c.width, c.height);
     if (img) {

@@ -6,13 +6,18 @@ export const $ = (id) => document.getElementById(id);
 // Sizes a canvas to fit `box` CSS pixels on its long side, at the device's pixel ratio.
 export function fitCanvas(canvas, w, h, box) {
   const s = box / Math.max(w, h);
-  const cssW = Math.max(1, Math.round(w * s));
-  const cssH = Math.max(1, Math.round(h * s));
+  return sizeCanvas(canvas, Math.max(1, Math.round(w * s)), Math.max(1, Math.round(h * s)));
+}
+
+// Gives a canvas a CSS size and a backing store of as many device pixels; returns the device
+// pixels per CSS pixel.
+export function sizeCanvas(canvas, cssW, cssH) {
   const dpr = window.devicePixelRatio || 1;
   canvas.style.width = `${cssW}px`;
   canvas.style.height = `${cssH}px`;
   canvas.width = Math.round(cssW * dpr);
   canvas.height = Math.round(cssH * dpr);
+  return dpr;
 }
 
 // In-engine cancellation needs a SharedArrayBuffer, which only a cross-origin isolated page has.

@@ -16,7 +16,7 @@ import { on } from '../events.js';
 import { drawOverlay, formatNumber, matrixCanvas, minMax } from '../render.js';
 import { lineChart } from '../teach.js';
 import { tokenLayout, tokenName } from '../tokens.js';
-import { $ } from './util.js';
+import { $, fitCanvas, sizeCanvas } from './util.js';
 
 const KIND_LABEL = { cls: 'CLS', dist: 'DIST', reg: 'REG' };
 
@@ -237,14 +237,7 @@ export function createWalkView(app) {
     const c = $('walk-canvas');
     const img = app.views.editor.imageSource();
     const box = Math.min(320, Math.max(160, (c.parentElement?.clientWidth ?? 320) - 8));
-    const aspect = info.imageW / info.imageH;
-    const cssW = aspect >= 1 ? box : Math.round(box * aspect);
-    const cssH = aspect >= 1 ? Math.round(box / aspect) : box;
-    const dpr = window.devicePixelRatio || 1;
-    c.style.width = `${cssW}px`;
-    c.style.height = `${cssH}px`;
-    c.width = Math.round(cssW * dpr);
-    c.height = Math.round(cssH * dpr);
+    fitCanvas(c, info.imageW, info.imageH, box);
     const cmap = $('cmap').value;
     let values = null;
     let w = layout.gridW;
@@ -311,11 +304,7 @@ export function createWalkView(app) {
     const { min, max } = minMax(s.matrix);
     const layer = matrixCanvas(s.matrix, n, { cmap: $('cmap').value, min, max });
     const css = Math.min(240, Math.max(120, (fig.parentElement?.clientWidth ?? 240) - 8));
-    const dpr = window.devicePixelRatio || 1;
-    c.style.width = `${css}px`;
-    c.style.height = `${css}px`;
-    c.width = Math.round(css * dpr);
-    c.height = Math.round(css * dpr);
+    const dpr = sizeCanvas(c, css, css);
     const ctx = c.getContext('2d');
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(layer, 0, 0, c.width, c.height);
