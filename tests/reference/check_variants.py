@@ -231,7 +231,7 @@ def check_forward_and_files():
 def check_gradients():
     rng = np.random.default_rng(0)
     h = 1e-6
-    worst_in = worst_attn = 0.0
+    worst_in = worst_attn = worst_rerun = 0.0
     for c in MV.CASES:
         cfg = c["cfg"]
         d = os.path.join(FIX, "variants", c["name"])
@@ -239,7 +239,10 @@ def check_gradients():
         w = V.Weights(params, cfg)
         tr, t, g_in, g_attn = V.logits_and_grads(w, cfg, image)
         stored = np.load(os.path.join(d, "grad_attn_t%d.npy" % t))
-        assert np.array_equal(stored, np.stack([g.numpy() for g in g_attn]))
+        # The files were written on another machine: float64 sums round differently with the
+        # BLAS build and its threads, so "the same" is to float64 rounding, not bit for bit.
+        again = np.stack([g.numpy() for g in g_attn])
+        worst_rerun = max(worst_rerun, float(np.abs(stored - again).max() / np.abs(again).max()))
         img = image.astype(np.float64)
         for _ in range(8):
             idx = tuple(int(rng.integers(0, s)) for s in img.shape)
@@ -264,6 +267,7 @@ def check_gradients():
                         vals.append(V.forward(w, cfg, image, attn_replace={b: Ab})["logits"][t].item())
                 fd = (vals[0] - vals[1]) / (2 * h)
                 worst_attn = max(worst_attn, abs(fd - stored[b][idx]) / max(1e-3, abs(fd)))
+    ok("2. grad_attn files vs recomputed here, max rel", worst_rerun, 1e-12)
     ok("2. ∂y/∂input vs central differences, max rel (9 cases)", worst_in, 1e-6)
     ok("2. ∂y/∂A_b (grad_attn files) vs central differences, max rel", worst_attn, 1e-6)
 
@@ -277,7 +281,7 @@ def check_conservation():
     Z = x⁺W⁺ᵀ + x⁻W⁻ᵀ is exactly 0 (every input term of that unit has the other sign than its
     weight: α1β0 then passes nothing on, by definition); every layer must conserve up to that drop
     and the 1e-9 stabilisers. Also checks the stored conservation_lrp files are this pass's."""
-    worst_layer = 0.0
+    worst_layer = worst_rerun = 0.0
     summary = {}
     for c in MV.CASES:
         d = os.path.join(FIX, "variants", c["name"])
@@ -297,7 +301,9 @@ def check_conservation():
             ex = V.Explainer(params, cfg, image, stored["target"])
             p = V.relevance_pass(ex.w, cfg, ex.tr, ex.target, rules, to_pixels=True)
             assert [r["layer"] for r in p["log"]] == [r["layer"] for r in stored["layers"]]
-            assert max(abs(a["relevance_in"] - b["relevance_in"]) for a, b in zip(p["log"], stored["layers"])) < 1e-15
+            # To float64 rounding (the files were written with another BLAS build), not bit for bit.
+            worst_rerun = max(worst_rerun, max(abs(a["relevance_in"] - b["relevance_in"])
+                                               for a, b in zip(p["log"], stored["layers"])))
             lin = iter(drops)
             dropped = 0.0
             for row in p["log"]:
@@ -312,6 +318,7 @@ def check_conservation():
         print("    %-20s block inputs %s  E0 %.12f  image %+.4f  Z=0 drop %.2e"
               % (k, " ".join("%.12f" % s for s in blocks), tok, img, dropped))
     REPORT["conservation_summary"] = summary
+    ok("3. conservation_lrp files vs this pass, max |Δ Σ R_in|", worst_rerun, 1e-12)
     ok("3. Chefer rules: max |Σ_in − Σ_out + Z=0 drop| per layer to E0", worst_layer, 1e-7)
     worst = max(abs(tok - 1.0 + dr) for _, tok, _, dr in summary.values())
     ok("3. Chefer rules: max |Σ_E0 − (1 − Z=0 drops)|", worst, 1e-7)

@@ -482,7 +482,7 @@ def relevance_pass(w, cfg, tr, target, rules, to_pixels=False, tokens=None):
         R = torch.zeros_like(logits)
         R[target] = 1.0 if rules.seed == "one-hot" else logits[target]
         seed_sum = M.total(R)
-        mean_rule = MEAN_RULE[rules.name]
+        mean_rule = MEAN_RULE[rules.name.split("-")[0]]                        # chefer-<linear>-<add> too
         z, h = det(tr["z"]), det(tr["head_in"])
 
         # head (distilled: one linear layer ½[W_head, W_dist] on concat[z_CLS, z_DIST])
@@ -654,10 +654,16 @@ def grad_rollout(tr, cfg, grad_attn):
     return readout(R, cfg)
 
 
-def transformer_attribution(cfg, grad_attn, R_A, start_layer=0, use_grad=True, block=None):
-    """C = Π (I + Ā_b) from start_layer; `block`: qᵀ(I + Ā_b) of that block alone."""
+def transformer_attribution(cfg, grad_attn, R_A, start_layer=0, use_grad=True, block=None, weight=None,
+                            attn=None):
+    """C = Π (I + Ā_b) from start_layer; `block`: qᵀ(I + Ā_b) of that block alone. `weight`
+    (overrides use_grad) is what multiplies R_A_b before the head mean: "grad" ∇A_b (the method),
+    "none" nothing (the paper code's "without gradients" ablation), "attn" A_b (the ablation as
+    the paper's text states it; `attn`: the A_b per block)."""
+    weight = weight or ("grad" if use_grad else "none")
     eye = torch.eye(cfg.tokens, dtype=R_A[0].dtype)
-    bars = [M.head_mean((G * RA if use_grad else RA).clamp(min=0)) for G, RA in zip(grad_attn, R_A)]
+    factor = {"grad": grad_attn, "none": [None] * len(R_A), "attn": attn}[weight]
+    bars = [M.head_mean((RA if F_ is None else F_ * RA).clamp(min=0)) for F_, RA in zip(factor, R_A)]
     if block is not None:
         return readout(eye + bars[block], cfg)
     return readout(M.rollout_matrix([eye + Ab for Ab in bars], start_layer), cfg)
@@ -918,14 +924,17 @@ class Explainer:
         self.tr, self.target, self.grad_input, self.grad_attn = logits_and_grads(self.w, cfg, image, target)
         self._passes = {}
 
-    def lrp_pass(self, name):
-        if name not in self._passes:
-            rules = M.CHEFER if name == "chefer" else M.ATTNLRP
-            self._passes[name] = relevance_pass(self.w, self.cfg, self.tr, self.target, rules, to_pixels=True)
-        return self._passes[name]
+    def lrp_pass(self, name, linear_rule="shared", add_rule="normalised"):
+        """Chefer's pass with its linear and add rule variants (the methods' options), or AttnLRP's."""
+        key = (name, linear_rule, add_rule)
+        if key not in self._passes:
+            rules = M.chefer_rules(linear_rule, add_rule) if name == "chefer" else M.ATTNLRP
+            self._passes[key] = relevance_pass(self.w, self.cfg, self.tr, self.target, rules, to_pixels=True)
+        return self._passes[key]
 
     def run(self, method, **opt):
         cfg, tr, G = self.cfg, self.tr, self.grad_attn
+        rules = {k: opt.pop(k) for k in ("linear_rule", "add_rule") if k in opt}
         if method == "raw-attention":
             m = raw_attention(tr, cfg)
         elif method == "rollout":
@@ -935,11 +944,12 @@ class Explainer:
         elif method == "grad-rollout":
             m = grad_rollout(tr, cfg, G)
         elif method == "transformer-attribution":
-            m = transformer_attribution(cfg, G, self.lrp_pass("chefer")["R_A"], **opt)
+            attn = [bt["attn"].detach() for bt in tr["blocks"]]
+            m = transformer_attribution(cfg, G, self.lrp_pass("chefer", **rules)["R_A"], attn=attn, **opt)
         elif method == "partial-lrp":
-            m = partial_lrp(cfg, self.lrp_pass("chefer")["R_A"])
+            m = partial_lrp(cfg, self.lrp_pass("chefer", **rules)["R_A"])
         elif method == "lrp":
-            m = self.lrp_pass("chefer")["R_image"].sum(dim=0)
+            m = self.lrp_pass("chefer", **rules)["R_image"].sum(dim=0)
         elif method == "attnlrp":
             m = self.lrp_pass("attnlrp")["R_image"].sum(dim=0)
         elif method == "attnlrp-tokens":
