@@ -233,6 +233,21 @@ describe('the page with models of several shapes', { skip }, () => {
       assert.equal(cells.length, methods.length, at);
       for (const c of cells) assert.equal(c.state, 'done', `${at}: the grid's ${c.method}: ${c.title}`);
 
+      // The teaching sections follow the model too: opened (they stay open for the next models),
+      // each draws for this one with no error — the walk, heads off (its grid: every head of the
+      // model), the whole matrices, the feed-forward's effect (every block) and the comparison.
+      for (const id of ['walk-open', 'heads-open', 'mat-open', 'ff-open', 'cmp-open']) await page.$eval(`#${id}`, (d) => { d.open = true; });
+      await page.waitForFunction(() => !document.getElementById('error').hidden || (
+        document.getElementById('walk').dataset.ready === 'true' &&
+        document.getElementById('heads-section').dataset.ready === 'true' &&
+        document.getElementById('mat-canvas').dataset.ready === 'true' &&
+        document.getElementById('ff-maps').dataset.ready === 'true' &&
+        document.getElementById('cmp-open').dataset.ready === 'true'), null, { timeout: 180_000 });
+      await assertNoError(page, `${at}: the teaching sections`);
+      assert.equal(await page.locator('#heads-section button.heads-head').count(), shape.depth * shape.heads, `${at}: the heads-off grid`);
+      assert.ok(Number(await page.$eval('#mat-canvas', (c) => c.dataset.block)) < shape.depth, `${at}: the matrix's block`);
+      assert.deepEqual(app.tab.consoleErrors, [], `${at}: the teaching sections`);
+
       // The editor: a brush stroke is classified and explained with this model, then reverted.
       await page.check('input[name=tool][value=brush]');
       await afterNewExplanation(page, async () => {
