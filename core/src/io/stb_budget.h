@@ -7,14 +7,14 @@
 
 namespace vitlens::stb {
 
-// The largest single allocation stb may make on this thread; 0 outside a Budget.
-extern thread_local size_t alloc_limit;
+// Sets the largest single allocation stb may make on this thread (0: none); stb_impl.cpp.
+void set_alloc_limit(size_t bytes);
 
 // The largest single allocation stb may make inside this scope (not nested).
 class Budget {
  public:
-  explicit Budget(size_t bytes) { alloc_limit = bytes; }
-  ~Budget() { alloc_limit = 0; }
+  explicit Budget(size_t bytes) { set_alloc_limit(bytes); }
+  ~Budget() { set_alloc_limit(0); }
   Budget(const Budget&) = delete;
   Budget& operator=(const Budget&) = delete;
 };

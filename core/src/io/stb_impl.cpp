@@ -15,16 +15,14 @@
 
 #include <cstdlib>
 
-namespace vitlens::stb {
-thread_local size_t alloc_limit = 0;
-}  // namespace vitlens::stb
+// The bound, per thread, kept in this file only (a thread_local shared across files is reached
+// through a wrapper function that GCC's sanitizer build got wrong: a null address).
+static thread_local size_t alloc_limit = 0;
 
-static void* stb_alloc(size_t size) {
-  return size <= vitlens::stb::alloc_limit ? std::calloc(1, size) : nullptr;
-}
-static void* stb_realloc(void* p, size_t size) {
-  return size <= vitlens::stb::alloc_limit ? std::realloc(p, size) : nullptr;
-}
+void vitlens::stb::set_alloc_limit(size_t bytes) { alloc_limit = bytes; }
+
+static void* stb_alloc(size_t size) { return size <= alloc_limit ? std::calloc(1, size) : nullptr; }
+static void* stb_realloc(void* p, size_t size) { return size <= alloc_limit ? std::realloc(p, size) : nullptr; }
 
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
