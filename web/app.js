@@ -5,6 +5,7 @@
 // The main thread only draws: every engine call goes to the worker (worker.js through
 // client.js); images are decoded off the main thread (createImageBitmap), and the worker
 // receives the file itself, not its pixels.
+import * as boot from './boot.js';
 import { VitlensError, WorkerClient } from './client.js';
 import { emit } from './events.js';
 import { $ } from './views/util.js';
@@ -24,12 +25,6 @@ import { createPredictionView } from './views/prediction.js';
 import { createTeachingView } from './views/teaching.js';
 import { createWalkView } from './views/walk.js';
 
-const WASM_URL = new URL('./wasm/vitlens.js', location.href).href;
-// The pthreads build, used by the worker when the page is cross-origin isolated (COOP/COEP).
-const WASM_MT_URL = new URL('./wasm/vitlens-mt.js', location.href).href;
-// Of either, the worker runs the relaxed-SIMD build where the browser supports it (simd.js);
-// ?simd=plain asks for the plain SIMD128 build (for comparisons).
-const ENGINE = { wasmUrl: WASM_URL, wasmMtUrl: WASM_MT_URL, simd: new URLSearchParams(location.search).get('simd') === 'plain' ? 'plain' : 'auto' };
 
 // What the views share. Each field has one writer (named); the others only read it.
 const app = {
@@ -127,7 +122,7 @@ async function stop() {
   updateBusy();
   setStatus('Restarting the engine…');
   try {
-    showEngine(await call('init', ENGINE));
+    showEngine(await call('init', boot.ENGINE));
     await app.views.files.reloadModel();
     if (app.image && app.info) await app.views.prediction.restore();
     setStatus('Stopped');
@@ -159,12 +154,15 @@ async function main() {
   $('error-close').addEventListener('click', clearError);
   $('stop').addEventListener('click', stop);
   mark('script');
-  app.client = new WorkerClient();
+  // The worker, its engine and the shipped model's download were started by boot.js.
+  app.client = new WorkerClient({ worker: boot.worker });
   setStatus('Loading the engine…');
   const galleryP = v.gallery.load();
-  const modelP = v.files.fetchShippedModel();
   try {
-    const init = await call('init', ENGINE);
+    const reply = await boot.engineReply;
+    if (!reply) throw new VitlensError('worker', 'the worker could not start');
+    if (reply.type !== 'result') throw new VitlensError(reply.err?.code ?? 'internal', reply.err?.message ?? 'unknown error');
+    const init = reply.out;
     showEngine(init);
     mark('engine');
     app.methods = init.methods;
@@ -175,7 +173,9 @@ async function main() {
     return;
   }
   try {
-    await v.files.loadShippedModel(await modelP);
+    const blob = await boot.shippedModel;
+    if (!(blob instanceof Blob)) throw new VitlensError('network', `${boot.SHIPPED_MODEL}: HTTP ${blob}`);
+    await v.files.loadShippedModel(blob);
     mark('model');
   } catch (e) {
     showError('The shipped model could not be loaded (load your own under “Model”)', e);

@@ -17,15 +17,16 @@ export class VitlensError extends Error {
 }
 
 export class WorkerClient {
-  constructor(workerUrl = new URL('./worker.js', import.meta.url)) {
+  // `worker`: one already started from workerUrl (boot.js's), adopted instead of a new one.
+  constructor({ workerUrl = new URL('./worker.js', import.meta.url), worker = null } = {}) {
     this.workerUrl = workerUrl;
     this.pending = new Map(); // id → { resolve, reject, type, onProgress }
     this.nextId = 1;
-    this.start();
+    this.start(worker);
   }
 
-  start() {
-    this.worker = new Worker(this.workerUrl, { type: 'module' });
+  start(worker = null) {
+    this.worker = worker ?? new Worker(this.workerUrl, { type: 'module' });
     this.worker.onmessage = (event) => this.receive(event.data);
     this.worker.onerror = (event) => {
       event.preventDefault();

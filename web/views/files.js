@@ -2,14 +2,13 @@
 // checkpoint with its config.json, converted in the worker), images (chosen, dropped or pasted;
 // decoded by the browser) and the exports (the overlay as PNG, the raw map as .npy). Owns the
 // loaded model and how it was loaded (to load it again after a worker restart) and the image.
+import { SHIPPED_MODEL } from '../boot.js';
 import { VitlensError } from '../client.js';
 import { emit, on } from '../events.js';
 import { encodeNpy, saveBlob } from '../files.js';
 import { drawOverlay } from '../render.js';
 import { tokenLayout } from '../tokens.js';
 import { $, cancelFlag, raiseFlag } from './util.js';
-
-const SHIPPED_MODEL = './models/vitlens-scenes.vitl';
 
 function shippedSpec() {
   return { kind: 'vitl', source: { url: new URL(SHIPPED_MODEL, location.href).href }, label: 'the shipped model', shipped: true };
@@ -167,13 +166,6 @@ export function createFilesView(app) {
   }
 
   // Starts fetching the shipped model while the engine starts; the promise resolves to its bytes.
-  function fetchShippedModel() {
-    const p = fetch(SHIPPED_MODEL).then((res) => (res.ok ? res.blob() : Promise.reject(
-      new VitlensError('network', `${SHIPPED_MODEL}: HTTP ${res.status}`))));
-    p.catch(() => {});
-    return p;
-  }
-
   function loadShippedModel(blob) {
     return loadModel({ ...shippedSpec(), source: { blob } });
   }
@@ -242,5 +234,5 @@ export function createFilesView(app) {
     saveBlob(new Blob([bytes], { type: 'application/octet-stream' }), `${exportBase()}.npy`);
   }
 
-  return { openImage, fetchShippedModel, loadShippedModel, reloadModel };
+  return { openImage, loadShippedModel, reloadModel };
 }
