@@ -14,8 +14,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { loadVitlens, nativeCli, repo, tmpDir, toRGBA } from '../node/support.mjs';
-import { artifacts, launch, modelsDir, openAt as openAtSize, skipReason } from './harness.mjs';
+import { loadVitlens, repo, toRGBA } from '../node/support.mjs';
+import { artifacts, launch, loadModelFiles, modelsDir, openAt as openAtSize, openWithDeitTiny, skipReason } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the compare view in chromium', { skip }, () => {});
@@ -68,16 +68,6 @@ function engineTimes(d) {
   const e = JSON.parse(d.engine);
   const f = (x) => (x === null ? '–' : `${x.toFixed(0)}`);
   return ['a', 'b'].map((s) => `${s}: explain ${f(e[s].explain)} ms, figures ${f(e[s].figures)} ms` + (e[s].road !== null ? ` (ROAD ${f(e[s].road)} ms)` : '')).join('; ');
-}
-
-// Loads a model file (or checkpoint + config) through "Load your own model…" and waits for its explanation.
-async function loadModel(page, files) {
-  const before = Number(await page.evaluate(() => document.documentElement.dataset.explanations ?? 0));
-  await page.setInputFiles('#model-file', files);
-  await page.waitForFunction((n) => Number(document.documentElement.dataset.explanations ?? 0) > n ||
-    !document.getElementById('error').hidden, before, { timeout: 180_000 });
-  if (await page.isVisible('#error')) assert.fail(await page.textContent('#error-text'));
-  await page.waitForFunction(() => document.documentElement.dataset.mainPending === 'false', null, { timeout: 180_000 });
 }
 
 // The engine's numbers in node: the scene prepared from its PNG, each spec's map for `target`, and
@@ -323,12 +313,7 @@ describe('the compare view', { skip }, () => {
   });
 
   test('a DeiT-tiny-shaped model (224 × 224): ROAD behind its button, times, Cancel', async (t) => {
-    const dir = tmpDir();
-    const file = path.join(dir, 'deit-tiny.vitl');
-    nativeCli('convert', 'deit-tiny', '-o', file);
-    const tab = await openAt(env, { width: 1280, height: 800 });
-    const { page } = tab;
-    await loadModel(page, file);
+    const { tab, page, dir, file } = await openWithDeitTiny(env, { search: SEARCH });
     const target = Number(await page.$eval('#main-canvas', (c) => c.dataset.target));
     const d = await openView(page);
     t.diagnostic(`DeiT-tiny, ${d.a} vs ${d.b} (perturbation test only): shown ${d.wallMs} ms after opening (queue included); engine ${engineTimes(d)}; drawn in ${d.drawMs} ms`);
@@ -381,7 +366,7 @@ describe('the compare view', { skip }, () => {
     const dir = path.join(repo, 'tests/fixtures/variants/distilled_hf');
     const checkpoint = path.join(dir, 'model.safetensors');
     const config = path.join(dir, 'config.json');
-    await loadModel(page, [checkpoint, config]);
+    await loadModelFiles(page, [checkpoint, config]);
     const target = Number(await page.$eval('#main-canvas', (c) => c.dataset.target));
     const d = await openView(page);
     t.diagnostic(`distilled 12×16: engine ${engineTimes(d)}; drawn in ${d.drawMs} ms`);

@@ -18,7 +18,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { readNpz } from '../node/npz.mjs';
 import { nativeCli, repo, tmpDir } from '../node/support.mjs';
-import { artifacts, chooseTestModel, installTestEngine, launch, modelsDir, openAt, skipReason, waitGridDone } from './harness.mjs';
+import { artifacts, chooseTestModel, installTestEngine, launch, loadModelFiles, modelsDir, openAt, openWithDeitTiny, skipReason, waitGridDone } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the feed-forward view in chromium', { skip }, () => {});
@@ -169,16 +169,6 @@ async function openView(page) {
   await page.focus('#ff-open > summary');
   await page.keyboard.press('Enter');
   await waitDrawn(page);
-}
-
-// Loads model files through the page's "Load your own model…" and waits for its explanation.
-async function loadModel(page, files) {
-  const n0 = Number(await page.evaluate(() => document.documentElement.dataset.explanations ?? 0));
-  await page.setInputFiles('#model-file', files);
-  await page.waitForFunction((n) => Number(document.documentElement.dataset.explanations ?? 0) > n ||
-    !document.getElementById('error').hidden, n0, { timeout: 180_000 });
-  await page.waitForFunction(() => document.documentElement.dataset.mainPending === 'false', null, { timeout: 180_000 });
-  if (await page.isVisible('#error')) assert.fail(await page.textContent('#error-text'));
 }
 
 describe('the feed-forward view', { skip }, () => {
@@ -370,11 +360,7 @@ describe('the feed-forward view', { skip }, () => {
   });
 
   test('a DeiT-tiny-shaped model (197 tokens, 12 blocks): progress, Cancel, Compute; times; values equal the engine\'s', async (t) => {
-    const file = path.join(dir, 'deit-tiny.vitl');
-    nativeCli('convert', 'deit-tiny', '-o', file);
-    const tab = await openAt(env, { width: 1280, height: 800 });
-    const { page } = tab;
-    await loadModel(page, file);
+    const { tab, page, file } = await openWithDeitTiny(env, { dir });
     // Cancel while the maps are computed (the page is not cross-origin isolated: the worker restarts).
     await page.focus('#ff-open > summary');
     await page.keyboard.press('Enter');
@@ -420,7 +406,7 @@ describe('the feed-forward view', { skip }, () => {
     nativeCli('import', files[0], '--config', files[1], '-o', vitl);
     const tab = await openAt(env, { width: 1280, height: 800 });
     const { page } = tab;
-    await loadModel(page, files);
+    await loadModelFiles(page, files);
     await chooseTestModel(page, files);
     const patchQuery = 2 + 4 + 1; // from CLS, one patch right and one down on the 3 × 4 grid
     const refs = [await engineRef(page, { files: true, queries: [0, patchQuery] }), cliRef(vitl, scene, dir)];
@@ -451,7 +437,7 @@ describe('the feed-forward view', { skip }, () => {
     const regFiles = [path.join(reg, 'model.safetensors'), path.join(reg, 'config.json')];
     const regVitl = path.join(dir, 'reg_gap.vitl');
     nativeCli('import', regFiles[0], '--config', regFiles[1], '-o', regVitl);
-    await loadModel(page, regFiles);
+    await loadModelFiles(page, regFiles);
     await waitDrawn(page, { n: 16, query: 0 });
     assert.match(await page.textContent('#ff-query'), /query: register 0/);
     assert.match(await page.textContent('#ff-maps .ff-prefix'), /prefix tokens R0, R1, R2, R3/);

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { after, before } from 'node:test';
-import { nativeDir, readNpy, repo, tmpDir, wasmDir } from '../node/support.mjs';
+import { nativeCli, nativeDir, readNpy, repo, tmpDir, wasmDir } from '../node/support.mjs';
 import { startServer } from '../../web/serve.mjs';
 
 export const chromiumPath = process.env.VITLENS_CHROMIUM || '/usr/bin/chromium';
@@ -107,6 +107,28 @@ export async function openApp(env, { search = '', viewport, touch = false } = {}
 // The page at a screen size (the views' tests: 1280×800, and 375×812 with `touch`).
 export function openAt(env, viewport, touch = false, search = '') {
   return openApp(env, { viewport, touch, search });
+}
+
+// Loads model files (a .vitl, or a checkpoint with its config.json) through the page's "Load your
+// own model…" and waits until the page has explained with it; fails with the page's error if one
+// shows.
+export async function loadModelFiles(page, files, timeout = 180_000) {
+  const before = Number(await page.evaluate(() => document.documentElement.dataset.explanations ?? 0));
+  await page.setInputFiles('#model-file', files);
+  await page.waitForFunction((n) => Number(document.documentElement.dataset.explanations ?? 0) > n ||
+    !document.getElementById('error').hidden, before, { timeout });
+  if (await page.isVisible('#error')) assert.fail(await page.textContent('#error-text'));
+  await page.waitForFunction(() => document.documentElement.dataset.mainPending === 'false', null, { timeout });
+}
+
+// The page at 1280×800 (with the query string `search`) with a DeiT-tiny-shaped model loaded:
+// `vitlens convert deit-tiny` written to `dir` (default: a fresh folder). { tab, page, dir, file }.
+export async function openWithDeitTiny(env, { dir = tmpDir(), search = '' } = {}) {
+  const file = path.join(dir, 'deit-tiny.vitl');
+  nativeCli('convert', 'deit-tiny', '-o', file);
+  const tab = await openAt(env, { width: 1280, height: 800 }, false, search);
+  await loadModelFiles(tab.page, file);
+  return { tab, page: tab.page, dir, file };
 }
 
 export function explanationCount(page) {

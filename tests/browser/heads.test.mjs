@@ -15,23 +15,13 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { writeCheckpoint } from '../node/checkpoints.mjs';
 import { nativeCli, repo, tmpDir } from '../node/support.mjs';
-import { artifacts, chooseTestModel, installTestEngine, launch, modelsDir, openAt, skipReason, waitGridDone } from './harness.mjs';
+import { artifacts, chooseTestModel, installTestEngine, launch, loadModelFiles, modelsDir, openAt, openWithDeitTiny, skipReason, waitGridDone } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the heads-off view in chromium', { skip }, () => {});
 
 const TOL = 1e-6;
 const close = (a, b, tol = TOL) => Math.abs(a - b) <= tol * Math.max(1, Math.abs(b));
-
-// Loads model files through the page's "Load your own model…" and waits for its first explanation.
-async function loadModel(page, files) {
-  const before = Number(await page.evaluate(() => document.documentElement.dataset.explanations ?? 0));
-  await page.setInputFiles('#model-file', files);
-  await page.waitForFunction((n) => Number(document.documentElement.dataset.explanations ?? 0) > n ||
-    !document.getElementById('error').hidden, before, { timeout: 120_000 });
-  if (await page.isVisible('#error')) assert.fail(await page.textContent('#error-text'));
-  await page.waitForFunction(() => document.documentElement.dataset.mainPending === 'false', null, { timeout: 120_000 });
-}
 
 // Opens the section with the keyboard (its summary, Enter) and waits until everything is drawn.
 async function openView(page) {
@@ -234,12 +224,7 @@ describe('the heads-off view', { skip }, () => {
   });
 
   test('a DeiT-tiny-shaped model (12 blocks × 3 heads, 197 tokens): draw and compute times, values equal the engine\'s', async (t) => {
-    const dir = tmpDir();
-    const file = path.join(dir, 'deit-tiny.vitl');
-    nativeCli('convert', 'deit-tiny', '-o', file);
-    const tab = await openAt(env, { width: 1280, height: 800 });
-    const { page } = tab;
-    await loadModel(page, file);
+    const { tab, page, dir, file } = await openWithDeitTiny(env);
     // The all-methods grid first: the worker runs one request at a time, and its long methods
     // (seconds each on this model) would delay the section's requests by as much.
     await page.waitForFunction(() => {
@@ -294,7 +279,7 @@ describe('the heads-off view', { skip }, () => {
     ];
     let opened = false;
     for (const c of cases) {
-      await loadModel(page, [c.checkpoint, c.config]);
+      await loadModelFiles(page, [c.checkpoint, c.config]);
       if (!opened) {
         await openView(page);
         opened = true;

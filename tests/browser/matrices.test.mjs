@@ -12,8 +12,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { nativeCli, repo, tmpDir } from '../node/support.mjs';
-import { artifacts, chooseTestModel, installTestEngine, launch, modelsDir, openAt, skipReason, waitGridDone } from './harness.mjs';
+import { repo } from '../node/support.mjs';
+import { artifacts, chooseTestModel, installTestEngine, launch, modelsDir, openAt, openWithDeitTiny, skipReason, waitGridDone } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the whole-matrices view in chromium', { skip }, () => {});
@@ -300,16 +300,7 @@ describe('the whole-matrices view', { skip }, () => {
   });
 
   test('a DeiT-tiny-shaped model (197 tokens, 12 blocks, 3 heads): draw times, and a cell equals the engine\'s', async (t) => {
-    const dir = tmpDir();
-    const file = path.join(dir, 'deit-tiny.vitl');
-    nativeCli('convert', 'deit-tiny', '-o', file);
-    const tab = await openAt(env, { width: 1280, height: 800 });
-    const { page } = tab;
-    const before = Number(await page.evaluate(() => document.documentElement.dataset.explanations ?? 0));
-    await page.setInputFiles('#model-file', file);
-    await page.waitForFunction((n) => Number(document.documentElement.dataset.explanations ?? 0) > n ||
-      !document.getElementById('error').hidden, before, { timeout: 120_000 });
-    await page.waitForFunction(() => document.documentElement.dataset.mainPending === 'false', null, { timeout: 120_000 });
+    const { tab, page, dir, file } = await openWithDeitTiny(env);
     const target = Number(await page.$eval('#main-canvas', (c) => c.dataset.target));
     const t0 = Date.now();
     await openView(page);

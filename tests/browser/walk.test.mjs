@@ -15,8 +15,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { loadVitlens, nativeCli, repo, tmpDir, toRGBA } from '../node/support.mjs';
-import { artifacts, launch, modelsDir, openAt as openAtSize, skipReason, waitGridDone } from './harness.mjs';
+import { loadVitlens, repo, toRGBA } from '../node/support.mjs';
+import { artifacts, launch, loadModelFiles, modelsDir, openAt as openAtSize, openWithDeitTiny, skipReason, waitGridDone } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the guided walk in chromium', { skip }, () => {});
@@ -163,15 +163,6 @@ async function chooseMethod(page, method) {
   await waitWalk(page, method);
 }
 
-async function loadModel(page, files) {
-  const before = Number(await page.evaluate(() => document.documentElement.dataset.explanations ?? 0));
-  await page.setInputFiles('#model-file', files);
-  await page.waitForFunction((n) => Number(document.documentElement.dataset.explanations ?? 0) > n ||
-    !document.getElementById('error').hidden, before, { timeout: 180_000 });
-  if (await page.isVisible('#error')) assert.fail(await page.textContent('#error-text'));
-  await page.waitForFunction(() => document.documentElement.dataset.mainPending === 'false', null, { timeout: 180_000 });
-}
-
 const pageTarget = (page) => page.$eval('#main-canvas', (c) => Number(c.dataset.target));
 
 describe('the guided walk', { skip }, () => {
@@ -313,12 +304,7 @@ describe('the guided walk', { skip }, () => {
   });
 
   test('a DeiT-tiny-shaped model (197 tokens, 12 blocks, 3 heads): every step, compute and draw times', async (t) => {
-    const dir = tmpDir();
-    const file = path.join(dir, 'deit-tiny.vitl');
-    nativeCli('convert', 'deit-tiny', '-o', file);
-    const tab = await openAt(env, { width: 1280, height: 800 });
-    const { page } = tab;
-    await loadModel(page, file);
+    const { tab, page, dir, file } = await openWithDeitTiny(env, { search: '?simd=plain' });
     const tg = Date.now();
     await page.waitForFunction(() => {
       const cells = [...document.querySelectorAll('#grid .cell')];
@@ -352,7 +338,7 @@ describe('the guided walk', { skip }, () => {
       const source = { checkpoint: path.join(dir, 'model.safetensors'), config: path.join(dir, 'config.json') };
       const tab = await openAt(env, { width: 1280, height: 800 });
       const { page } = tab;
-      await loadModel(page, [source.checkpoint, source.config]);
+      await loadModelFiles(page, [source.checkpoint, source.config]);
       const target = await pageTarget(page);
       await openWalk(page);
       for (const method of ['transformer-attribution', 'attnlrp', 'rollout']) {
