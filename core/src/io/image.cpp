@@ -65,6 +65,9 @@
 //
 // Guard 4: stb's JPEG arithmetic overflows int on corrupt coefficients; its implementation is
 // compiled with -fwrapv, which makes that overflow defined (stb_impl.cpp says why that is safe).
+//
+// Guard 5: its JPEG bit reader can over-read past a marker and then shift by 32 or more; one line
+// added to a build-tree copy of the header makes that refill defined (stb_impl.cpp).
 #include <stb/stb_image.h>
 #include <stb/stb_image_write.h>
 
