@@ -6,7 +6,7 @@
 // client.js); images are decoded off the main thread (createImageBitmap), and the worker
 // receives the file itself, not its pixels.
 import * as boot from './boot.js';
-import { VitlensError, WorkerClient } from './client.js';
+import { replyValue, VitlensError, WorkerClient } from './client.js';
 import { emit } from './events.js';
 import { $ } from './views/util.js';
 import { createCompareView } from './views/compare.js';
@@ -161,8 +161,7 @@ async function main() {
   try {
     const reply = await boot.engineReply;
     if (!reply) throw new VitlensError('worker', 'the worker could not start');
-    if (reply.type !== 'result') throw new VitlensError(reply.err?.code ?? 'internal', reply.err?.message ?? 'unknown error');
-    const init = reply.out;
+    const init = replyValue(reply);
     showEngine(init);
     mark('engine');
     app.methods = init.methods;

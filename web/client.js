@@ -16,6 +16,13 @@ export class VitlensError extends Error {
   }
 }
 
+// The value of a worker reply: `out` of { type: 'result', out }, or the VitlensError of
+// { type: 'error', err }. Also used for the init reply boot.js received before this client existed.
+export function replyValue(msg) {
+  if (msg.type === 'result') return msg.out;
+  throw new VitlensError(msg.err?.code ?? 'internal', msg.err?.message ?? 'unknown error');
+}
+
 export class WorkerClient {
   // `worker`: one already started from workerUrl (boot.js's), adopted instead of a new one.
   constructor({ workerUrl = new URL('./worker.js', import.meta.url), worker = null } = {}) {
@@ -43,8 +50,11 @@ export class WorkerClient {
       return;
     }
     this.pending.delete(msg.id);
-    if (msg.type === 'result') p.resolve(msg.out);
-    else p.reject(new VitlensError(msg.err?.code ?? 'internal', msg.err?.message ?? 'unknown error'));
+    try {
+      p.resolve(replyValue(msg));
+    } catch (e) {
+      p.reject(e);
+    }
   }
 
   rejectAll(code, message) {

@@ -165,7 +165,7 @@ export function createFilesView(app) {
     else changeModel({ kind: 'vitl', source: { blob: list[0] }, label: list[0].name });
   }
 
-  // Starts fetching the shipped model while the engine starts; the promise resolves to its bytes.
+  // Loads the shipped model from its bytes (boot.js fetched them while the engine started).
   function loadShippedModel(blob) {
     return loadModel({ ...shippedSpec(), source: { blob } });
   }
