@@ -270,8 +270,16 @@ TEMPLATE_TEST_CASE("gemm throughput on the ViT's shapes", "[.][gemm-bench]", flo
       {Layout::nt, 197, 192, 768, 0, 0, 0, 1.0f, 0.0f},     // fc2
       {Layout::nn, 197, 192, 768, 0, 0, 0, 1.0f, 0.0f},     // dx = dy·W (fc2)
       {Layout::tn, 768, 192, 197, 0, 0, 0, 1.0f, 1.0f},     // dW += dyᵀ·x (fc1)
+      // the shipped model (models/): 65 tokens, width 96, 4 heads of 24, MLP 192
+      {Layout::nt, 65, 288, 96, 0, 0, 0, 1.0f, 0.0f},       // qkv
+      {Layout::nt, 65, 65, 24, 264, 264, 0, 0.2f, 0.0f},     // q·kᵀ
+      {Layout::nn, 65, 24, 65, 0, 264, 72, 1.0f, 0.0f},      // A·v
+      {Layout::nt, 65, 96, 96, 0, 0, 0, 1.0f, 0.0f},        // proj
+      {Layout::nt, 65, 192, 96, 0, 0, 0, 1.0f, 0.0f},       // fc1
+      {Layout::nn, 65, 96, 192, 0, 0, 0, 1.0f, 0.0f},       // dx = dy·W (fc1)
   };
-  const char* names[] = {"patch", "qkv", "q.kT", "A.v", "proj", "fc1", "fc2", "dy.W", "dyT.x"};
+  const char* names[] = {"patch", "qkv", "q.kT", "A.v", "proj", "fc1", "fc2", "dy.W", "dyT.x",
+                         "s.qkv", "s.q.kT", "s.A.v", "s.proj", "s.fc1", "s.dy.W"};
   using Stride = Eigen::OuterStride<>;
   using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using ConstMap = Eigen::Map<const Matrix, 0, Stride>;
