@@ -7,7 +7,7 @@
 //                            thread, and the CLI's parallel work is whole images, run_workers);
 //   wasm (vitlens.js)        no pthreads: everything runs on the calling thread;
 //   wasm (vitlens-mt.js)     pthreads from Emscripten's pool, which is started with the module and
-//                            holds wasm_thread_pool workers at most (see wasm/CMakeLists.txt). A
+//                            holds thread_limit() − 1 workers (see wasm/CMakeLists.txt). A
 //                            thread beyond the pool would wait for a Worker that cannot start
 //                            while the caller blocks in join, so requests are capped to it. Both
 //                            run_workers and the products use one WorkerPool (compute_pool) of
@@ -30,8 +30,8 @@
 
 namespace vitlens {
 
-// The size cap of the pthreads build's pool; wasm/CMakeLists.txt passes the same number to
-// -sPTHREAD_POOL_SIZE (as min(this, navigator.hardwareConcurrency)).
+// The cap on the pthreads build's threads (a caller and its pool's workers); wasm/CMakeLists.txt
+// sizes -sPTHREAD_POOL_SIZE to match, as min(this, navigator.hardwareConcurrency) − 1.
 constexpr int wasm_thread_pool = 8;
 
 // The most threads one call can run at once in this build: 1 without pthreads,
