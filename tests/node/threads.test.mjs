@@ -72,7 +72,7 @@ describe('vitlens-mt.js (pthreads)', { skip }, () => {
   });
 
   test('products split over the pool (DeiT-tiny shape) give bit-identical logits and maps', async () => {
-    // The shipped model's products are below the split threshold (gemm.cpp, kSplitMacs); DeiT-tiny's
+    // The shipped model's products are below the split threshold (gemm.h, gemm_split_macs); DeiT-tiny's
     // are above it, so here every linear layer and attention product runs in column blocks.
     const bytes = deitTinyBytes();
     const inputs = [setup(await loadVitlens(), bytes), setup(mt, bytes)];
@@ -82,6 +82,24 @@ describe('vitlens-mt.js (pthreads)', { skip }, () => {
       for (const method of ['transformer-attribution', 'grad-rollout', 'lrp', 'saliency']) {
         const a = single.explain(method, {}), b = multi.explain(method, {});
         assert.deepEqual(Array.from(b.tokenMap), Array.from(a.tokenMap), `${method}: the split changes the map`);
+      }
+    } finally {
+      for (const input of inputs) input.delete();
+    }
+  });
+
+  test('transformer-attribution with its two passes side by side (small model) gives vitlens.js\'s map', async () => {
+    // Below the split threshold the float backward and the double forward run on a thread each
+    // (methods_lrp.cpp); a second target then reuses the double forward and redoes the backward.
+    const inputs = [setup(await loadVitlens()), setup(mt)];
+    try {
+      const [single, multi] = inputs;
+      const classes = single.logits().length;
+      for (const target of [undefined, classes - 1, 0]) {
+        const o = target === undefined ? {} : { target };
+        const a = single.explain('transformer-attribution', o), b = multi.explain('transformer-attribution', o);
+        assert.equal(b.target, a.target);
+        assert.deepEqual(Array.from(b.tokenMap), Array.from(a.tokenMap), `target ${a.target}: the maps differ`);
       }
     } finally {
       for (const input of inputs) input.delete();

@@ -291,11 +291,9 @@ void gemm(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, i
   }
 }
 
-// Products of at least this many multiply-adds are split over the compute pool (parallel.h) in
-// column blocks of whole NR panels: 2²¹ is ~4 MFLOP, ~80 µs on one core, against microseconds to
-// wake a worker. Each block is a product of its own (packing all of A and its part of B), so
-// every element of C is computed exactly as without the split.
-constexpr double kSplitMacs = double(1 << 21);
+// Products of at least gemm_split_macs multiply-adds (gemm.h) are split over the compute pool in
+// column blocks of whole NR panels. Each block is a product of its own (packing all of A and its
+// part of B), so every element of C is computed exactly as without the split.
 
 template <typename T>
 void gemm_split(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, int ldc, T alpha, T beta) {
@@ -303,7 +301,7 @@ void gemm_split(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, in
   WorkerPool& pool = compute_pool();
   const int panels = ceil_div(std::max(N, 0), NR);
   const int parts = std::min(pool.available(), panels);
-  if (parts < 2 || double(M) * double(N) * double(K) < kSplitMacs) {
+  if (parts < 2 || double(M) * double(N) * double(K) < gemm_split_macs) {
     gemm(C, A, B, M, N, K, ldc, alpha, beta);
     return;
   }

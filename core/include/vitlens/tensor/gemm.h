@@ -20,6 +20,11 @@
 
 namespace vitlens {
 
+// In the pthreads wasm build, products of at least this many multiply-adds are split over
+// compute_pool() (parallel.h) in column blocks; smaller ones, and every product elsewhere, run on
+// the calling thread. 2²¹ is ~4 MFLOP, ~80 µs on one core, against microseconds to wake a worker.
+constexpr double gemm_split_macs = double(1 << 21);
+
 // C = alpha·A·B + beta·C.    A (M, K) lda, B (K, N) ldb, C (M, N) ldc
 void gemm_nn(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
              int ldc, float alpha, float beta);
