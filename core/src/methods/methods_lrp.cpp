@@ -71,10 +71,12 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
   const int lowest = opt.block >= 0 ? opt.block : opt.start_layer;
   // The float backward (∇A) and the double forward the relevance pass reads are independent. When
   // the model's products are too small to be split over threads (gemm.h; the shipped model's) and a
-  // second thread is free (vitlens-mt.js), they run side by side, one thread each: 18.4 → 16.6 ms
-  // on the shipped model in node. Larger models keep the split products, which pay more (DeiT-tiny:
-  // 314 ms against 324 ms side by side).
-  const double largest_product = double(c.tokens()) * c.dim * std::max(3 * c.dim, c.mlp_dim);  // qkv or fc1
+  // second thread is free (vitlens-mt.js), they run side by side, one thread each: 18.3–18.7 →
+  // 16.4–16.9 ms on the shipped model in node. Larger models keep the split products, which pay
+  // more (DeiT-tiny: 314 ms against 324 ms side by side).
+  const double largest_product =  // qkv or fc1, or the patch embedding (large patches)
+      double(c.dim) * std::max(double(c.tokens()) * std::max(3 * c.dim, c.mlp_dim),
+                               double(c.num_patches()) * c.channels * c.patch * c.patch);
   if (opt.weight == AttnWeight::grad && st.grads_target != out.target && !st.has_trace_d &&
       largest_product < gemm_split_macs && compute_pool().available() >= 2)
     compute_pool().run(2, [&](int t) { t == 0 ? void(target_grads(m, st, out.target)) : void(trace_d(m, st)); });
