@@ -15,6 +15,7 @@
 
 #include "methods_internal.h"
 #include "vitlens/tensor/error.h"
+#include "vitlens/tensor/gemm.h"
 #include "vitlens/methods/norm_maps.h"
 #include "vitlens/tensor/parallel.h"
 
@@ -66,14 +67,23 @@ void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block
   t.block = block;
   t.value_out.resize(size_t(H));
   t.value_ff.resize(size_t(H));
+  const int n = c.tokens(), mlp = c.mlp_dim;
+  const MatD proj = bp.proj_w.cast<double>();  // (d, d) W_O, head h = columns h·d_h …
+  MatD ff(n, mlp);                             // (n, mlp) one table in double, before the cast
   for (int h = 0; h < H; ++h) {
     // V_h' = v_h·W_O^hᵀ, v_h = columns 2d + h·d_h … of qkv (LN1(x)·W_V^hᵀ + b_V^h), W_O^h = proj_w[:, h·d_h …]
-    const MatD v = bt.qkv.middleCols(2 * d + h * dh, dh).cast<double>();                // (n, d_h)
-    t.value_out[size_t(h)] = v * bp.proj_w.middleCols(h * dh, dh).transpose().cast<double>();  // (n, d)
-    if (bp.ls1.size()) t.value_out[size_t(h)] *= bp.ls1.cast<double>().asDiagonal();  // LayerScale γ1
-    t.value_ff[size_t(h)] = (centre_scale(t.value_out[size_t(h)], gamma2) * w1t).cast<float>();  // (n, mlp)
+    const MatD v = bt.qkv.middleCols(2 * d + h * dh, dh).cast<double>();  // (n, d_h)
+    MatD& vo = t.value_out[size_t(h)];
+    vo.resize(n, d);
+    gemm_nt(vo.data(), v.data(), proj.data() + h * dh, n, d, dh, dh, d, d, 1.0, 0.0);  // (n, d)
+    if (bp.ls1.size()) vo *= bp.ls1.cast<double>().asDiagonal();  // LayerScale γ1
+    const MatD g = centre_scale(vo, gamma2);
+    gemm_nn(ff.data(), g.data(), w1t.data(), n, mlp, d, d, mlp, mlp, 1.0, 0.0);
+    t.value_ff[size_t(h)] = ff.cast<float>();  // (n, mlp)
   }
-  t.x_ff = (centre_scale(bt.x.cast<double>(), gamma2) * w1t).cast<float>();
+  const MatD gx = centre_scale(bt.x.cast<double>(), gamma2);
+  gemm_nn(ff.data(), gx.data(), w1t.data(), n, mlp, d, d, mlp, mlp, 1.0, 0.0);
+  t.x_ff = ff.cast<float>();
   // act(h)/h: Φ(h) for the exact GELU; its limit ½ at h = 0 for all three activations.
   const Activation act = c.act;
   t.phi = bt.fc1.unaryExpr([act](float h) { return float(activation_ratio(double(h), act)); });
@@ -95,11 +105,21 @@ void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, 
   const double rstd = double(bt.ln2_rstd[i]);
   const VecD gamma2 = bp.norm2_w.cast<double>();
 
+  const int n = int(t.x_ff.rows()), d = int(t.bo.size()), mlp = int(t.x_ff.cols());
   // atb: a_{i←j} = Σ_h A_h[i, j]·V_h'[j]   (n, d)
   MatD& a = r.pieces[s_atb];
-  a.noalias() = bt.attn[0].row(i).transpose().cast<double>().asDiagonal() * t.value_out[0];
-  for (int h = 1; h < H; ++h)
-    a.noalias() += bt.attn[size_t(h)].row(i).transpose().cast<double>().asDiagonal() * t.value_out[size_t(h)];
+  a.resize(n, d);
+  for (int j = 0; j < n; ++j) {  // plain loops over rows: vectorised, unlike Eigen's diagonal products
+    double* aj = a.row(j).data();
+    const double w0 = double(bt.attn[0](i, j));
+    const double* v0 = t.value_out[0].row(j).data();
+    for (int k = 0; k < d; ++k) aj[k] = w0 * v0[k];
+    for (int h = 1; h < H; ++h) {
+      const double w = double(bt.attn[size_t(h)](i, j));
+      const double* v = t.value_out[size_t(h)].row(j).data();
+      for (int k = 0; k < d; ++k) aj[k] += w * v[k];
+    }
+  }
   // atb-res: + δ_ij·x_i
   MatD& xp = r.pieces[s_res];
   xp = a;
@@ -109,11 +129,29 @@ void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, 
   // atb-res-ln-ff: h_{i←j} = g_{i←j}·W1ᵀ = rstd2_i·(Σ_h A_h[i, j]·value_ff_h[j] + δ_ij·x_ff[i]),
   // then ⊙ Φ(h_i) and ·W2ᵀ (the IG closed form; b1 and b2 go to the bias term).
   Mat& s = r.scratch;
-  s.noalias() = bt.attn[0].row(i).transpose().asDiagonal() * t.value_ff[0];
-  for (int h = 1; h < H; ++h) s.noalias() += bt.attn[size_t(h)].row(i).transpose().asDiagonal() * t.value_ff[size_t(h)];
-  s.row(i) += t.x_ff.row(i);
-  s = s * (t.phi.row(i).transpose() * float(rstd)).asDiagonal();
-  r.pieces[s_ff] = (s * t.w2.transpose()).cast<double>();  // (n, mlp)·(mlp, d)
+  s.resize(n, mlp);
+  r.ff.resize(mlp);
+  float* scale = r.ff.data();  // (mlp) Φ(h_i)·rstd2_i
+  for (int k = 0; k < mlp; ++k) scale[k] = t.phi(i, k) * float(rstd);
+  for (int j = 0; j < n; ++j) {
+    float* sj = s.row(j).data();
+    const float w0 = bt.attn[0](i, j);
+    const float* v0 = t.value_ff[0].row(j).data();
+    for (int k = 0; k < mlp; ++k) sj[k] = w0 * v0[k];
+    for (int h = 1; h < H; ++h) {
+      const float w = bt.attn[size_t(h)](i, j);
+      const float* v = t.value_ff[size_t(h)].row(j).data();
+      for (int k = 0; k < mlp; ++k) sj[k] += w * v[k];
+    }
+    if (j == i) {
+      const float* x = t.x_ff.row(i).data();
+      for (int k = 0; k < mlp; ++k) sj[k] += x[k];
+    }
+    for (int k = 0; k < mlp; ++k) sj[k] *= scale[k];
+  }
+  r.ff_out.resize(n, d);  // (n, mlp)·(mlp, d)
+  gemm_nt(r.ff_out.data(), s.data(), t.w2.data(), n, d, mlp, mlp, mlp, d, 1.0f, 0.0f);
+  r.pieces[s_ff] = r.ff_out.cast<double>();
   // layer: the second residual
   r.pieces[s_layer] = xp + r.pieces[s_ff];
 

@@ -67,6 +67,8 @@ struct NormRow {
   MatD pieces[norm_stage_count];  // (n, d)  row j = z_{i←j}
   VecD bias[norm_stage_count];    // (d)     the bias term
   Mat scratch;                    // (n, mlp) h_{i←j} ⊙ Φ(h_i), reused between rows
+  Mat ff_out;                     // (n, d)   its product with W2ᵀ in float, reused
+  Vec ff;                         // (mlp)    Φ(h_i)·rstd2_i, reused
 };
 
 // Fills `r` for query row i of t.block (re-using its buffers).
