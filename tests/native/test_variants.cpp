@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "helpers.h"
+#include "vitlens/methods/attattr.h"
 #include "vitlens/methods/methods.h"
 #include "vitlens/model/model.h"
 #include "vitlens/model/vit.h"
@@ -16,6 +17,7 @@
 
 using namespace vitlens;
 using vitlens::test::check_directional;
+using vitlens::test::rel_max_error;
 
 namespace {
 
@@ -118,6 +120,55 @@ TEST_CASE("variants: the gradient of a logit w.r.t. the input, every A and every
       INFO(refs[k].name);
       CHECK(check_directional(logit, refs[k].data, refs[k].size, grads[k].data, 300 + k, 1e-2f) < 1e-2);
     }
+  }
+}
+
+TEST_CASE("variants: the last block formed only where the head reads keeps the logits and gradients", "[variants]") {
+  std::vector<Variant> cases = variants();
+  cases.insert(cases.begin(), Variant{"plain: CLS token pooling", base()});
+  for (const Variant& var : cases) {
+    INFO(var.name);
+    const Model m = random_model(var.config, 31);
+    const Config& c = m.config;
+    const Image x = random_input(c, 32);
+    const int q = head_rows(c), L = c.depth;
+    CHECK(q == (c.pool == Pooling::token ? (c.dist_token ? 2 : 1) : c.tokens()));
+    ForwardOptions full, trimmed;
+    full.head_mask.assign(size_t(L * c.heads), 1.0f);
+    full.head_mask[size_t(L * c.heads - 1)] = 0.0f;  // a head of the last block off, in both
+    trimmed.head_mask = full.head_mask;
+    trimmed.head_rows_only = true;
+    Trace a, b;
+    vit_forward(a, m, x, full);
+    vit_forward(b, m, x, trimmed);
+    CHECK(b.x_final.rows() == q);
+    CHECK(b.blocks[size_t(L - 1)].attn[0].rows() == q);
+    CHECK(rel_max_error(b.logits.data(), std::vector<double>(a.logits.data(), a.logits.data() + a.logits.size())) <= 1e-6);
+    Vec dlogits = Vec::LinSpaced(c.classes, -1.0f, 1.0f);
+    Grads ga, gb;
+    vit_backward(ga, nullptr, m, a, dlogits, full);
+    vit_backward(gb, nullptr, m, b, dlogits, trimmed);
+    const std::vector<double> gin(ga.input.data.begin(), ga.input.data.end());
+    CHECK(rel_max_error(gb.input.data, gin) <= 1e-5);
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < c.heads; ++h) {
+        INFO("block " << l << " head " << h);
+        const Mat& da = ga.blocks[size_t(l)].attn[size_t(h)];
+        const Mat& db = gb.blocks[size_t(l)].attn[size_t(h)];
+        const Mat top = da.topRows(db.rows());  // every row in the blocks below; the head's in the last
+        CHECK(db.rows() == (l == L - 1 ? q : c.tokens()));
+        CHECK(rel_max_error(db.data(), std::vector<double>(top.data(), top.data() + top.size())) <= 1e-5);
+        if (l == L - 1 && q < c.tokens()) CHECK(da.bottomRows(c.tokens() - q).cwiseAbs().maxCoeff() == 0.0f);
+      }
+    // attattr's stacked pass forms the same rows only: still the m separate full passes' result
+    const int target = 1;
+    const std::vector<AttAttrBlock> batched = attattr_blocks(m, a, target, 3, 1);
+    const std::vector<AttAttrBlock> naive = attattr_blocks_naive(m, a, target, 3);
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < c.heads; ++h) {
+        const Mat& n = naive[size_t(l)].attr[size_t(h)];
+        CHECK(rel_max_error(batched[size_t(l)].attr[size_t(h)].data(), std::vector<double>(n.data(), n.data() + n.size())) <= 1e-5);
+      }
   }
 }
 

@@ -1,6 +1,7 @@
 // attention.cpp — softmax and the multi-head attention core: forward and backward, and for the
 // LRP methods the double-precision forward and the relevance rules of the two-operand products
 // (A·v, q·kᵀ) and of the softmax.
+#include <cassert>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -117,10 +118,12 @@ namespace {
 template <typename T>
 void attention_forward_t(MatT<T>& ctx, std::vector<MatT<T>>& scores, std::vector<MatT<T>>& attn,
                          const MatT<T>& qkv, int heads, const float* head_mask,
-                         const std::vector<MatT<T>>* override_attn, int copies, bool keep_scores) {
+                         const std::vector<MatT<T>>* override_attn, int copies, bool keep_scores, int rows) {
   const int n = int(qkv.rows()) / copies, d = int(qkv.cols()) / 3, dh = d / heads;
+  const int r = rows > 0 ? rows : n;  // query rows per copy
+  assert(r <= n && (r == n || !override_attn));
   const T scale = T(1) / std::sqrt(T(dh));
-  ctx.resize(qkv.rows(), d);
+  ctx.resize(ptrdiff_t(copies) * r, d);
   if (keep_scores) scores.resize(size_t(copies) * size_t(heads));
   attn.resize(size_t(copies) * size_t(heads));
   for (int c = 0; c < copies; ++c)
@@ -138,12 +141,12 @@ void attention_forward_t(MatT<T>& ctx, std::vector<MatT<T>>& scores, std::vector
         A = (*override_attn)[size_t(h)];
       } else {
         MatT<T>& S = keep_scores ? scores[i] : A;  // not kept: S is formed in A, softmax in place
-        S.resize(n, n);
-        gemm_nt(S.data(), q, k, n, n, dh, 3 * d, 3 * d, n, scale, T(0));  // S = q·kᵀ/√d_h
+        S.resize(r, n);
+        gemm_nt(S.data(), q, k, r, n, dh, 3 * d, 3 * d, n, scale, T(0));  // S = q·kᵀ/√d_h
         softmax_rows(A, S);
       }
       if (head_mask && head_mask[h] == 0.0f) A.setZero();
-      gemm_nn(ctx.data() + ptrdiff_t(c) * n * d + h * dh, A.data(), v, n, dh, n, n, 3 * d, d, T(1), T(0));  // ctx_h = A·v
+      gemm_nn(ctx.data() + ptrdiff_t(c) * r * d + h * dh, A.data(), v, r, dh, n, n, 3 * d, d, T(1), T(0));  // ctx_h = A·v
     }
 }
 
@@ -151,49 +154,54 @@ void attention_forward_t(MatT<T>& ctx, std::vector<MatT<T>>& scores, std::vector
 
 void attention_forward(Mat& ctx, std::vector<Mat>& scores, std::vector<Mat>& attn, const Mat& qkv,
                        int heads, const float* head_mask, const std::vector<Mat>* override_attn,
-                       int copies, bool keep_scores) {
-  attention_forward_t(ctx, scores, attn, qkv, heads, head_mask, override_attn, copies, keep_scores);
+                       int copies, bool keep_scores, int rows) {
+  attention_forward_t(ctx, scores, attn, qkv, heads, head_mask, override_attn, copies, keep_scores, rows);
 }
 void attention_forward(MatD& ctx, std::vector<MatD>& scores, std::vector<MatD>& attn,
                        const MatD& qkv, int heads, const float* head_mask,
-                       const std::vector<MatD>* override_attn, int copies, bool keep_scores) {
-  attention_forward_t(ctx, scores, attn, qkv, heads, head_mask, override_attn, copies, keep_scores);
+                       const std::vector<MatD>* override_attn, int copies, bool keep_scores, int rows) {
+  attention_forward_t(ctx, scores, attn, qkv, heads, head_mask, override_attn, copies, keep_scores, rows);
 }
 
 void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& dattn,
                         const Mat& dctx, const Mat& qkv, const std::vector<Mat>& attn, int heads,
-                        const float* head_mask, bool overridden, int copies, bool keep) {
+                        const float* head_mask, bool overridden, int copies, bool keep, int rows) {
   const int n = int(qkv.rows()) / copies, d = int(qkv.cols()) / 3, dh = d / heads;
+  const int r = rows > 0 ? rows : n;  // query rows per copy (dctx's and A's)
+  assert(r <= n && dctx.rows() == ptrdiff_t(copies) * r);
   const float scale = 1.0f / std::sqrt(float(dh));
   dqkv.resize(qkv.rows(), 3 * d);
   const size_t kept = keep ? size_t(copies) * size_t(heads) : 1;
   dscores.resize(kept);
   dattn.resize(kept);
-  for (int c = 0; c < copies; ++c)
+  for (int c = 0; c < copies; ++c) {
+    // the queries below the first r rows reach nothing: their gradient is 0
+    if (r < n) dqkv.block(ptrdiff_t(c) * n + r, 0, n - r, d).setZero();
     for (int h = 0; h < heads; ++h) {
       const size_t i = size_t(c) * size_t(heads) + size_t(h);
       const ptrdiff_t o3 = ptrdiff_t(c) * n * 3 * d + h * dh;
       const float* q = qkv.data() + o3;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
       const float* k = q + d;
       const float* v = q + 2 * d;
-      const float* dc = dctx.data() + ptrdiff_t(c) * n * d + h * dh;  // (n, dh), rows d apart
+      const float* dc = dctx.data() + ptrdiff_t(c) * r * d + h * dh;  // (r, dh), rows d apart
       float* dq = dqkv.data() + o3;  // dq_h, dk_h, dv_h: (n, dh) each, rows 3d apart
       float* dk = dq + d;
       float* dv = dq + 2 * d;
-      const Mat& A = attn[i];
+      const Mat& A = attn[i];  // (r, n)
       Mat& dA = dattn[keep ? i : 0];
       Mat& dS = dscores[keep ? i : 0];
-      dA.resize(n, n);
-      gemm_nt(dA.data(), dc, v, n, n, dh, d, 3 * d, n, 1.0f, 0.0f);   // dA = dc·vᵀ
-      gemm_tn(dv, A.data(), dc, n, dh, n, n, d, 3 * d, 1.0f, 0.0f);   // dv = Aᵀ·dc
+      dA.resize(r, n);
+      gemm_nt(dA.data(), dc, v, r, n, dh, d, 3 * d, n, 1.0f, 0.0f);   // dA = dc·vᵀ
+      gemm_tn(dv, A.data(), dc, n, dh, r, n, d, 3 * d, 1.0f, 0.0f);   // dv = Aᵀ·dc
       if (overridden || (head_mask && head_mask[h] == 0.0f)) {
-        dS.setZero(n, n);
+        dS.setZero(r, n);
       } else {
         softmax_rows_backward(dS, dA, A);
       }
-      gemm_nn(dq, dS.data(), k, n, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dq = dS·k/√d_h
-      gemm_tn(dk, dS.data(), q, n, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dk = dSᵀ·q/√d_h
+      gemm_nn(dq, dS.data(), k, r, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dq = dS·k/√d_h
+      gemm_tn(dk, dS.data(), q, n, dh, r, n, 3 * d, 3 * d, scale, 0.0f);  // dk = dSᵀ·q/√d_h
     }
+  }
 }
 
 void softmax_relevance(MatD& r_in, const RowsD& r, const RowsD& s, const RowsD& p, SoftmaxRule rule) {

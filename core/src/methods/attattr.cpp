@@ -33,8 +33,8 @@ struct Scratch {
   std::vector<BlockTrace> blocks;  // index b − l: blocks l … L−1 of the stacked copies
   BlockScratch bs;
   BlockGrads g;                    // one block's gradients, reused per block
-  Mat attn_out;                    // (R, d) block l's α_k·ctx_l·Wprojᵀ + b_proj per copy k
-  Mat out, dout;                   // (R, d) the stacked pass's output, ∂F/∂ of a block's output
+  Mat attn_out;                    // (c·rl, d) block l's α_k·ctx_l·Wprojᵀ + b_proj per copy k
+  Mat out, dout;                   // (c·n or c·q, d) the stacked pass's output, ∂F/∂ of a block's output
   Mat x_final, dx_final;           // (n, d) one copy's last block output and its gradient
   HeadTrace head;                  // the head of one copy
   HeadGrads dhead;
@@ -42,10 +42,11 @@ struct Scratch {
 };
 
 // Block b's heads switched off in the pass `tr` recorded (Trace::head_mask): the stacked copies run
-// the blocks above l masked as the input was.
+// the blocks above l masked as the input was. The last block forms only the rows the head reads.
 BlockOptionsT<float> head_options(const Trace& tr, const Config& c, int b) {
   BlockOptionsT<float> o;
   if (!tr.head_mask.empty()) o.head_mask = tr.head_mask.data() + size_t(b) * size_t(c.heads);
+  if (b == c.depth - 1) o.rows = head_rows(c);
   return o;
 }
 
@@ -55,20 +56,25 @@ void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int targe
                    int steps, const Mat& proj) {
   const Config& c = m.config;
   const Params& p = m.params;
-  const int n = c.tokens(), d = c.dim, L = c.depth, R = copies * n;
+  const int n = c.tokens(), d = c.dim, L = c.depth;
+  const int q = head_rows(c);              // the rows of the last block's output the head reads
+  const int rl = l == L - 1 ? q : n;       // block l's output rows per copy
   const BlockTrace& bt = tr.blocks[size_t(l)];
   s.blocks.resize(size_t(L - l));
 
   // Block l from its attention output: proj((α_k·A_l)·v_l) = α_k·(ctx_l·Wprojᵀ) + b_proj, the
-  // product formed once per block (`proj`), on the block input x_l of every copy.
+  // product formed once per block (`proj`), on the block input x_l of every copy (its first rl
+  // rows: the last block's output is formed only where the head reads it).
   BlockTrace& first = s.blocks[0];
-  first.x.resize(R, d);
-  s.attn_out.resize(R, d);
-  const auto bias = p.blocks[size_t(l)].proj_b.transpose().replicate(n, 1);
+  first.x_rows.resize(0, d);
+  Mat& x_l = rl == n ? first.x : first.x_rows;
+  x_l.resize(ptrdiff_t(copies) * rl, d);
+  s.attn_out.resize(ptrdiff_t(copies) * rl, d);
+  const auto bias = p.blocks[size_t(l)].proj_b.transpose().replicate(rl, 1);
   for (int k = 0; k < copies; ++k) {
     const float alpha = float(k0 + k) / float(steps);
-    first.x.middleRows(ptrdiff_t(k) * n, n) = bt.x;
-    s.attn_out.middleRows(ptrdiff_t(k) * n, n) = alpha * proj + bias;
+    x_l.middleRows(ptrdiff_t(k) * rl, rl) = bt.x.topRows(rl);
+    s.attn_out.middleRows(ptrdiff_t(k) * rl, rl) = alpha * proj.topRows(rl) + bias;
   }
   block_mlp_forward(s.out, first, s.bs, s.attn_out, p.blocks[size_t(l)], c, BlockRecord::backward);
   for (int b = l + 1; b < L; ++b) {
@@ -76,13 +82,14 @@ void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int targe
     t.x.swap(s.out);
     block_forward(s.out, t, s.bs, p.blocks[size_t(b)], c, copies, BlockRecord::backward, head_options(tr, c, b));
   }
-  // The head (final norm, pooling, fc_norm, logits) on each copy; F_k = the target's probability.
-  s.dout.resize(R, d);
+  // The head (final norm, pooling, fc_norm, logits) on each copy's q rows; F_k = the target's
+  // probability.
+  s.dout.resize(ptrdiff_t(copies) * q, d);
   for (int k = 0; k < copies; ++k) {
-    s.x_final = s.out.middleRows(ptrdiff_t(k) * n, n);
+    s.x_final = s.out.middleRows(ptrdiff_t(k) * q, q);
     head_forward(s.head, s.x_final, m);
     head_backward(s.dx_final, s.dhead, nullptr, s.head, s.x_final, target_prob_grad(c, s.head.logits, target), m);
-    s.dout.middleRows(ptrdiff_t(k) * n, n) = s.dx_final;
+    s.dout.middleRows(ptrdiff_t(k) * q, q) = s.dx_final;
   }
 
   for (int b = L - 1; b > l; --b) {
@@ -90,9 +97,9 @@ void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int targe
                    head_options(tr, c, b));
     s.dout.swap(s.g.x);
   }
-  // Block l: ∂F/∂ctx_l, summed over the copies.
+  // Block l: ∂F/∂ctx_l, summed over the copies (0 below the first rl rows).
   block_output_backward(s.g, nullptr, s.dout, first, p.blocks[size_t(l)], c, false);
-  for (int k = 0; k < copies; ++k) s.dctx_sum += s.g.ctx.middleRows(ptrdiff_t(k) * n, n);
+  for (int k = 0; k < copies; ++k) s.dctx_sum.topRows(rl) += s.g.ctx.middleRows(ptrdiff_t(k) * rl, rl);
 }
 
 // Block l's Attr: Σ_k ∂F/∂A_h = (Σ_k dctx_h)·v_hᵀ (ctx_h = A_h·v_h, v_h does not depend on α);

@@ -27,7 +27,8 @@ struct GradientPass {
   Grads grads;
   Vec dlogits;  // (classes) one-hot at the target
 
-  double run(const Model& m, const Image& x, int target, const ForwardOptions& fo) {
+  double run(const Model& m, const Image& x, int target, ForwardOptions fo) {
+    fo.head_rows_only = true;  // only y_t and ∂y_t/∂x are read: the last block's other rows are not
     vit_forward(trace, m, x, fo);
     dlogits = Vec::Zero(m.config.classes);
     dlogits[target] = 1.0f;

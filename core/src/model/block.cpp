@@ -27,7 +27,16 @@ void block_attention_forward(MatT<T>& ctx, BlockTraceT<T>& t, BlockScratchT<T>& 
   layernorm_forward(ln1, t.ln1_mean, t.ln1_rstd, t.x, w.norm1_w, w.norm1_b, T(c.ln_eps));
   linear_forward(t.qkv, ln1, w.qkv_w, w.qkv_b, s.w);
   attention_forward(ctx, t.scores, t.attn, t.qkv, c.heads, opt.head_mask, opt.override_attn,
-                    copies, rec == BlockRecord::all);
+                    copies, rec == BlockRecord::all, opt.rows);
+  // The residual's input: every row, or each copy's first r rows when only those are formed.
+  const int n = int(t.x.rows()) / copies;
+  if (opt.rows > 0 && opt.rows < n) {
+    t.x_rows.resize(ptrdiff_t(copies) * opt.rows, c.dim);
+    for (int k = 0; k < copies; ++k)
+      t.x_rows.middleRows(ptrdiff_t(k) * opt.rows, opt.rows) = t.x.middleRows(ptrdiff_t(k) * n, opt.rows);
+  } else {
+    t.x_rows.resize(0, c.dim);
+  }
 }
 
 template <typename T>
@@ -64,7 +73,7 @@ void scale_rows(Mat& out, const Mat& dy, const Vec& gamma) {
 template <typename T>
 void block_mlp_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const MatT<T>& attn_out,
                        const BlockParams& w, const Config& c, BlockRecord rec) {
-  add_scaled(t.x_mid, t.x, attn_out, w.ls1);
+  add_scaled(t.x_mid, t.x_rows.rows() ? t.x_rows : t.x, attn_out, w.ls1);
   MatT<T>& ln2 = kept(rec, t.ln2, s.ln);
   layernorm_forward(ln2, t.ln2_mean, t.ln2_rstd, t.x_mid, w.norm2_w, w.norm2_b, T(c.ln_eps));
   linear_forward(t.fc1, ln2, w.fc1_w, w.fc1_b, s.w);
@@ -133,11 +142,16 @@ void block_attention_backward(BlockGrads& g, BlockParams* dw, const BlockTrace& 
                               const BlockParams& w, const Config& c, int copies, bool keep,
                               const BlockOptionsT<float>& opt) {
   attention_backward(g.qkv, g.scores, g.attn, g.ctx, t.qkv, t.attn, c.heads, opt.head_mask,
-                     opt.override_attn != nullptr, copies, keep);
+                     opt.override_attn != nullptr, copies, keep, opt.rows);
   linear_backward(&g.ln1, dw ? &dw->qkv_w : nullptr, dw ? &dw->qkv_b : nullptr, g.qkv, t.ln1, w.qkv_w);
   layernorm_backward(g.x, dw ? &dw->norm1_w : nullptr, dw ? &dw->norm1_b : nullptr, g.ln1, t.x,
                      t.ln1_mean, t.ln1_rstd, w.norm1_w);
-  g.x += g.x_mid;
+  const int n = int(t.x.rows()) / copies, r = int(g.x_mid.rows()) / copies;  // r < n: opt.rows
+  if (r == n) {
+    g.x += g.x_mid;
+    return;
+  }
+  for (int k = 0; k < copies; ++k) g.x.middleRows(ptrdiff_t(k) * n, r) += g.x_mid.middleRows(ptrdiff_t(k) * r, r);
 }
 
 void block_backward(BlockGrads& g, BlockParams* dw, const Mat& dout, const BlockTrace& t,

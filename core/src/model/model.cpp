@@ -141,6 +141,15 @@ std::vector<PoolPart> pool_parts(const Config& c) {
   return {};
 }
 
+int head_rows(const Config& c) {
+  int rows = 0;
+  for (const PoolPart& part : pool_parts(c)) {
+    if (part.token < 0) return c.tokens();
+    rows = std::max(rows, part.token + 1);
+  }
+  return rows;
+}
+
 VecD query_weights(const Config& c) {
   const std::vector<PoolPart> parts = pool_parts(c);
   VecD q = VecD::Zero(c.tokens());

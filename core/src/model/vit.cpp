@@ -18,6 +18,7 @@ BlockOptionsT<float> block_options(const ForwardOptions& opt, const Config& c, i
   BlockOptionsT<float> o;
   if (!opt.head_mask.empty()) o.head_mask = opt.head_mask.data() + size_t(b) * size_t(c.heads);
   if (opt.override_block == b) o.override_attn = opt.override_attn;
+  else if (opt.head_rows_only && b == c.depth - 1) o.rows = head_rows(c);
   return o;
 }
 
@@ -182,7 +183,7 @@ void head_backward(Mat& dx_final, HeadGrads& g, Params* dp, const HeadTrace& tr,
                    const Vec& dlogits, const Model& m) {
   const Config& c = m.config;
   const Params& p = m.params;
-  const int n = c.tokens(), d = c.dim, P = c.num_patches();
+  const int d = c.dim, P = c.num_patches();
   g.logits = dlogits;
   // logits = W·vec(head_x) + b, W = [W_0 … W_{k−1}] (distilled: ½[W_head, W_dist])
   const HeadLinear head(p, c);
@@ -206,7 +207,7 @@ void head_backward(Mat& dx_final, HeadGrads& g, Params* dp, const HeadTrace& tr,
   else
     g.pooled = g.head_x;
   // pool: a token part copies its row, a mean part spreads 1/P to every patch row
-  g.ln_f = Mat::Zero(n, d);
+  g.ln_f = Mat::Zero(x_final.rows(), d);  // n rows, or the head's rows (head_rows_only)
   const std::vector<PoolPart> parts = pool_parts(c);
   for (size_t j = 0; j < parts.size(); ++j) {
     if (parts[j].token >= 0) g.ln_f.row(parts[j].token) += g.pooled.row(Eigen::Index(j));

@@ -68,20 +68,24 @@ void softmax_rows_backward(Mat& ds, const Mat& dp, const Mat& p);
 // scores (same layout) records S when keep_scores; otherwise S is formed in attn and not kept.
 // head_mask (H values 0 or 1, for every copy) may be null. If override_attn (H × (n, n), for
 // every copy) is not null, A_h is taken from it instead and the backward pass does not reach q
-// and k.
+// and k. With rows = r < n, only the first r query rows of each copy are formed (the rows a
+// pooling head reads from the last block): ctx (c·r, d), scores and attn (c·H) × (r, n); keys and
+// values are still all n tokens. rows = 0 means n. Not with override_attn.
 void attention_forward(Mat& ctx, std::vector<Mat>& scores, std::vector<Mat>& attn, const Mat& qkv,
                        int heads, const float* head_mask, const std::vector<Mat>* override_attn,
-                       int copies = 1, bool keep_scores = true);
+                       int copies = 1, bool keep_scores = true, int rows = 0);
 void attention_forward(MatD& ctx, std::vector<MatD>& scores, std::vector<MatD>& attn,
                        const MatD& qkv, int heads, const float* head_mask,
                        const std::vector<MatD>* override_attn, int copies = 1,
-                       bool keep_scores = true);
+                       bool keep_scores = true, int rows = 0);
 // dA_h = dctx_h·v_hᵀ, dv_h = A_hᵀ·dctx_h, dS_h = softmax′ᵀ dA_h (0 for masked or overridden heads),
 // dq_h = dS_h·k_h/√d_h, dk_h = dS_hᵀ·q_h/√d_h. Layouts as in the forward; with keep = false,
-// dscores and dattn hold only one (n, n) matrix each (reused per copy and head).
+// dscores and dattn hold only one matrix each (reused per copy and head). With rows = r < n (as
+// in the forward), dctx is (c·r, d) and each copy's dq is 0 below its first r rows.
 void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& dattn,
                         const Mat& dctx, const Mat& qkv, const std::vector<Mat>& attn, int heads,
-                        const float* head_mask, bool overridden, int copies = 1, bool keep = true);
+                        const float* head_mask, bool overridden, int copies = 1, bool keep = true,
+                        int rows = 0);
 
 // Patches of x as rows (row-major over the grid), each flattened (C, p, p).
 void im2col(Mat& patches, const Image& x, int patch);

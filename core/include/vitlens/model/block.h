@@ -53,6 +53,8 @@ struct BlockTraceT {
   MatT<T> act;                  // (R, mlp)  act(h)                                      [full]
   MatT<T> mlp_out;              // (R, d)    f = act·W2ᵀ + b2 (before LayerScale)        [full]
   // the block output x_{b+1} is the next block's x (or the trace's x_final)
+  MatT<T> x_rows;               // (c·r, d)  with BlockOptionsT::rows = r < n: each copy's first
+                                //           r rows of x, the residual's input; else empty
 };
 using BlockTrace = BlockTraceT<float>;
 using BlockTraceD = BlockTraceT<double>;
@@ -66,11 +68,17 @@ struct BlockScratchT {
 using BlockScratch = BlockScratchT<float>;
 using BlockScratchD = BlockScratchT<double>;
 
-// What changes the block's computation (head pruning, attattr_blocks_naive).
+// What changes the block's computation (head pruning, attattr_blocks_naive), and how much of it
+// is formed.
 template <typename T>
 struct BlockOptionsT {
   const float* head_mask = nullptr;                     // (H) 0 or 1 per head; null = all on
   const std::vector<MatT<T>>* override_attn = nullptr;  // H × (n, n) replacing A; null = none
+  // r > 0: form only the first r output rows of each copy (the last block of a pass that needs
+  // no more than the head reads, head_rows). LN1 and qkv still cover all n rows (every token is a
+  // key and a value); from the attention on, every activation and gradient has c·r rows, the
+  // attention (r, n) per head. The output is (c·r, d). Not with override_attn.
+  int rows = 0;
 };
 
 // x (t.x, R rows) → out (R, d). out must not be t.x.
@@ -86,8 +94,9 @@ void block_attention_forward(MatT<T>& ctx, BlockTraceT<T>& t, BlockScratchT<T>& 
 template <typename T>
 void block_output_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const MatT<T>& ctx,
                           const BlockParams& w, const Config& c, BlockRecord rec);
-// The part of it after proj: attn_out (R, d) and x (t.x) → out. attn_out must not be one of s's
-// matrices but s.attn_out (AttAttr forms α_k·proj(ctx_l) + b_proj once per block and copies it).
+// The part of it after proj: attn_out (R, d) and x (t.x, or t.x_rows when set) → out. attn_out
+// must not be one of s's matrices but s.attn_out (AttAttr forms α_k·proj(ctx_l) + b_proj once per
+// block and copies it).
 template <typename T>
 void block_mlp_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const MatT<T>& attn_out,
                        const BlockParams& w, const Config& c, BlockRecord rec);

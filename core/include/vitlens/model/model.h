@@ -94,6 +94,10 @@ struct PoolPart {
   int token = -1;  // the token read; -1: the mean of the P patch tokens
 };
 std::vector<PoolPart> pool_parts(const Config& cfg);
+// How many leading tokens of the last block's output the head reads: 1 + the last pooled token
+// (1 for CLS, 2 with DIST), or all n when a part is the patch mean. Passes that only need the
+// output's gradient form just these rows of the last block (BlockOptionsT::rows).
+int head_rows(const Config& cfg);
 
 // The query of the methods (METHODS.md "Method conventions"): the n token weights whose
 // combination of rows of an n×n matrix becomes the map — the mean of the pool parts' weights

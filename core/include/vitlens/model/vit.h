@@ -17,7 +17,7 @@ namespace vitlens {
 // What the head records from the last block's output on: the final norm, the pooling, fc_norm,
 // the logits.
 struct HeadTrace {
-  Mat ln_f;                 // (n, d)    final norm (a copy of x_final without one)
+  Mat ln_f;                 // (n, d)    final norm (a copy of x_final without one); x_final's rows
   Vec lnf_mean, lnf_rstd;   // (n)
   Mat pooled;               // (k, d)    the pool parts of ln_f (model.h, pool_parts)
   Mat head_x;               // (k, d)    fc_norm(pooled) (a copy of pooled without fc_norm)
@@ -78,6 +78,11 @@ struct ForwardOptions {
   // `*override_attn` (H × (n, n)); the backward pass then stops at A for that block.
   int override_block = -1;
   const std::vector<Mat>* override_attn = nullptr;
+  // The last block forms only the rows the head reads (head_rows; BlockOptionsT::rows), for passes
+  // that need the logits and gradients but not the last block's other rows: the trace's last
+  // block and x_final then have head_rows(config) rows, and the gradients are unchanged. Ignored
+  // when the last block's attention is overridden.
+  bool head_rows_only = false;
 };
 
 void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions& opt = {});
