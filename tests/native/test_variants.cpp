@@ -160,6 +160,17 @@ TEST_CASE("variants: the last block formed only where the head reads keeps the l
         CHECK(rel_max_error(db.data(), std::vector<double>(top.data(), top.data() + top.size())) <= 1e-5);
         if (l == L - 1 && q < c.tokens()) CHECK(da.bottomRows(c.tokens() - q).cwiseAbs().maxCoeff() == 0.0f);
       }
+    // An explanation state for gradient methods only (smoothgrad's noisy copies): the same maps,
+    // and the methods that read more of the pass are refused.
+    ExplainState sf, sg;
+    sf.set_input(m, x, full.head_mask);
+    sg.set_input(m, x, full.head_mask, true);
+    for (const char* method : {"saliency", "grad-x-input"}) {
+      INFO(method);
+      const Mat ef = explain(m, sf, method).pixel_map, eg = explain(m, sg, method).pixel_map;
+      CHECK(rel_max_error(eg.data(), std::vector<double>(ef.data(), ef.data() + ef.size())) <= 1e-5);
+    }
+    CHECK_THROWS_AS(explain(m, sg, "rollout"), Error);
     // attattr's stacked pass forms the same rows only: still the m separate full passes' result
     const int target = 1;
     const std::vector<AttAttrBlock> batched = attattr_blocks(m, a, target, 3, 1);

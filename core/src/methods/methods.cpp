@@ -293,14 +293,15 @@ const std::vector<MethodEntry>& entries() {
           false, true, "Â_b = rownorm(N_b[stage]): the block’s norm map, row-normalised"},
          detail::norm_based},
         {{"saliency", "|∂y_t/∂x|, the maximum over channels", "Simonyan, Vedaldi & Zisserman 2014", opts({}), outs({}),
-          true, false, false, true, false},
+          true, false, false, true, false, "", false, true},
          detail::saliency},
-        {{"grad-x-input", "Σ_c x ⊙ ∂y_t/∂x", "Shrikumar et al. 2016", opts({}), outs({}), true, false, false, true, false},
+        {{"grad-x-input", "Σ_c x ⊙ ∂y_t/∂x", "Shrikumar et al. 2016", opts({}), outs({}), true, false, false, true, false,
+          "", false, true},
          detail::grad_x_input},
         {{"integrated-gradients", "Σ_c (x − x')·∫ ∂y_t/∂x along the straight path from the baseline x'",
           "Sundararajan, Taly & Yan, ICML 2017",
           opts({steps(32, "n, the quadrature points on the path"), quadrature(), baseline()}), outs({completeness}), true,
-          false, false, true, true},
+          false, false, true, true, "", false, true},
          detail::integrated_gradients},
         {{"smoothgrad", "the mean of another method's maps over noisy copies of the input", "Smilkov et al. 2017",
           opts({inner(), samples(), noise(), seed(), steps(0, "the wrapped method's steps (0: its default)"),
@@ -341,9 +342,11 @@ const MethodInfo* find_method(const std::string& name) {
   return nullptr;
 }
 
-void ExplainState::set_input(const Model& m, const Image& x, const std::vector<float>& head_mask) {
+void ExplainState::set_input(const Model& m, const Image& x, const std::vector<float>& head_mask,
+                             bool gradients_only) {
   ForwardOptions fo;
   fo.head_mask = head_mask;
+  fo.head_rows_only = gradients_only;
   vit_forward(trace, m, x, fo);
   clear_derived();
 }
@@ -370,6 +373,9 @@ Explanation explain(const Model& m, ExplainState& st, const std::string& method,
   if (!e) throw Error(ErrorCode::bad_argument, "unknown method '" + method + "'; the methods are: " + method_names());
   if (st.trace.logits.size() != c.classes || st.trace.blocks.size() != size_t(c.depth))
     throw Error(ErrorCode::bad_argument, "no input to explain: run a prediction (ExplainState::set_input) first");
+  if (st.trace.head_rows_only && !e->info.input_gradient_only)
+    throw Error(ErrorCode::bad_argument, "this input's forward pass was run for the gradient methods only; " + method +
+                                             " needs a full one (ExplainState::set_input without gradients_only)");
   check_method_options(e->info, c, given);
   const MethodOptions opt = resolve_defaults(e->info, given);
   Explanation out;
@@ -417,6 +423,7 @@ namespace detail {
 ForwardOptions masked(const Trace& tr) {
   ForwardOptions fo;
   fo.head_mask = tr.head_mask;
+  fo.head_rows_only = tr.head_rows_only;
   return fo;
 }
 

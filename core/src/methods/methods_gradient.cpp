@@ -234,6 +234,8 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
   // The wrapped method: a name, or a spec with its own options ("rollout:head-fusion=max"), which
   // are set on top of the ones smoothgrad passes on (steps, quadrature, baseline).
   const std::string inner_method = apply_method_spec(opt.inner, base, &c).name;
+  const MethodInfo* inner_info = find_method(inner_method);
+  const bool gradients_only = inner_info && inner_info->input_gradient_only;
   MatD pixels = MatD::Zero(c.image_h, c.image_w), tokens = MatD::Zero(c.grid_h(), c.grid_w());
   Completeness sum;
   bool completeness = false;
@@ -256,7 +258,7 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
           inner.progress = [&opt, s, samples](double f) { return opt.progress((s + std::min(f, 1.0)) / samples); };
         }
         ExplainState copy;  // the noisy copy through the same masked model
-        copy.set_input(m, noisy, st.trace.head_mask);
+        copy.set_input(m, noisy, st.trace.head_mask, gradients_only);
         part[size_t(t)] = explain(m, copy, inner_method, inner);
       },
       [&](int, int t) {

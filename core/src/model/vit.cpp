@@ -104,6 +104,7 @@ void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions
 
   tr.input = x;
   tr.head_mask = opt.head_mask;
+  tr.head_rows_only = opt.head_rows_only;
   im2col(tr.patches, x, c.patch);
   linear_forward(tr.embed, tr.patches, p.patch_w, p.patch_b);
   tokens_forward<float>(tr.tokens, nullptr, tr.embed, p, c);
@@ -146,6 +147,7 @@ void vit_backward(Grads& g, Params* dp, const Model& m, const Trace& tr, const V
   if (dlogits.size() != c.classes)
     throw Error(ErrorCode::bad_argument, "the output gradient needs one value per class");
   assert(tr.blocks.size() == size_t(c.depth));
+  assert(opt.head_rows_only == tr.head_rows_only);  // the last block's rows as the forward formed them
 
   head_backward(g.x_final, g, dp, tr, tr.x_final, dlogits, m);
 

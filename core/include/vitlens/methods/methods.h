@@ -98,6 +98,9 @@ struct MethodInfo {
   // The factor the method multiplies per block, for teaching views ("" for methods without one).
   const char* step_formula = "";
   bool featured = false;    // the method a front end opens with (one in the registry)
+  // It reads of the input's forward pass only the input, the logits and ∂y_t/∂x (smoothgrad's
+  // noisy copies of it can skip the last block's unread rows: ExplainState::set_input).
+  bool input_gradient_only = false;
 };
 
 // Every method, in the order the CLI and the page list them.
@@ -180,8 +183,11 @@ struct ExplainState {
   RelevancePass chefer_variant;  // Chefer's rules with another linear or add rule (the last asked for)
 
   // Runs the forward pass of x, with the heads `head_mask` switches off (L·H values 0 or 1, flat
-  // index l·H + h; empty = all on), and forgets everything derived from a previous input.
-  void set_input(const Model& m, const Image& x, const std::vector<float>& head_mask = {});
+  // index l·H + h; empty = all on), and forgets everything derived from a previous input. With
+  // gradients_only, the last block is formed only where the head reads it (ForwardOptions::
+  // head_rows_only): the state then serves only the methods with MethodInfo::input_gradient_only.
+  void set_input(const Model& m, const Image& x, const std::vector<float>& head_mask = {},
+                 bool gradients_only = false);
   // Forgets everything derived from `trace` (call after filling `trace` yourself).
   void clear_derived();
 };

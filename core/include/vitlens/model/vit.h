@@ -33,8 +33,9 @@ struct Trace : HeadTrace {
   Mat pre_ln;               // (n, d)    LN_pre(E0), the first block's input (pre_norm only)
   Vec pre_mean, pre_rstd;   // (n)
   std::vector<BlockTrace> blocks;  // (L) one copy each, BlockRecord::all
-  Mat x_final;              // (n, d)    output of the last block
+  Mat x_final;              // (n, d)    output of the last block (head_rows_only: (head_rows, d))
   std::vector<float> head_mask;  // (L·H)  the ForwardOptions::head_mask the pass ran with; empty = all on
+  bool head_rows_only = false;   // the ForwardOptions::head_rows_only the pass ran with
   // HeadTrace: ln_f … logits
 };
 
