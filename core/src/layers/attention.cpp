@@ -7,78 +7,12 @@
 #include <cstdint>
 #include <cstring>
 
+#include "vitlens/tensor/exp.h"
 #include "vitlens/tensor/gemm.h"
 #include "vitlens/tensor/parallel.h"
 #include "vitlens/layers/layers.h"
 
 namespace vitlens {
-
-namespace {
-
-// e^x for x ≤ 0 (a softmax argument after subtracting the row maximum), within 1 ulp for every
-// float in [−87, 0] (checked exhaustively against double). Eigen's vectorised exp needs
-// _mm_cvttps_epi32, which Emscripten emulates one lane at a time (~5 ns per value in wasm); this
-// form uses only operations that clang (SIMD128) and GCC (AVX) vectorise: x = n·ln2 + r, n
-// rounded by adding 1.5·2²³, ln2 split in two (Cody–Waite); e^r ≈ 1 + r + r²·P(r) on
-// |r| ≤ ln2/2 with the degree-5 P of Cephes' expf; 2ⁿ written into the exponent bits.
-float exp_nonpositive(float x) {
-  x = x < -87.0f ? -87.0f : x;  // keeps 2ⁿ normal: e⁻⁸⁷ ≈ 1.6e-38 stands in for smaller values
-  constexpr float kShift = 12582912.0f;  // 1.5·2²³: t's low mantissa bits hold round(x·log₂e)
-  const float t = x * 1.44269504f + kShift;
-  const float n = t - kShift;
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // ln2 = 0.693359375 − 2.12…e-4
-  float poly = 1.9875691500e-4f;
-  poly = poly * r + 1.3981999507e-3f;
-  poly = poly * r + 8.3334519073e-3f;
-  poly = poly * r + 4.1665795894e-2f;
-  poly = poly * r + 1.6666665459e-1f;
-  poly = poly * r + 5.0000001201e-1f;
-  const float er = poly * r * r + r + 1.0f;
-  int32_t t_bits, shift_bits;
-  std::memcpy(&t_bits, &t, sizeof t);
-  std::memcpy(&shift_bits, &kShift, sizeof kShift);
-  const int32_t scale_bits = (t_bits - shift_bits + 127) << 23;  // 2ⁿ
-  float scale;
-  std::memcpy(&scale, &scale_bits, sizeof scale);
-  return er * scale;
-}
-
-// e^x for x ≤ 0 in double, within 1 ulp (2·10⁷ random arguments in [−708, 0] against long
-// double), in the form of the float exp_nonpositive above (Eigen's double exp runs at ~8 ns per
-// value in wasm; this one vectorises): x = n·ln2 + r, n rounded by adding
-// 1.5·2⁵², ln2 split in two (Cody–Waite, fdlibm's constants: n·ln2_hi is exact); e^r by its
-// Taylor series to r¹³ on |r| ≤ ln2/2 (truncation < 5e-18), Horner; 2ⁿ written into the
-// exponent bits.
-double exp_nonpositive(double x) {
-  x = x < -708.0 ? -708.0 : x;  // keeps 2ⁿ normal: e⁻⁷⁰⁸ ≈ 3e-308 stands in for smaller values
-  constexpr double kShift = 6755399441055744.0;  // 1.5·2⁵²: t's low mantissa bits hold round(x·log₂e)
-  const double t = x * 1.4426950408889634 + kShift;
-  const double n = t - kShift;
-  const double r = (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
-  double poly = 1.0 / 6227020800.0;  // 1/13!
-  poly = poly * r + 1.0 / 479001600.0;
-  poly = poly * r + 1.0 / 39916800.0;
-  poly = poly * r + 1.0 / 3628800.0;
-  poly = poly * r + 1.0 / 362880.0;
-  poly = poly * r + 1.0 / 40320.0;
-  poly = poly * r + 1.0 / 5040.0;
-  poly = poly * r + 1.0 / 720.0;
-  poly = poly * r + 1.0 / 120.0;
-  poly = poly * r + 1.0 / 24.0;
-  poly = poly * r + 1.0 / 6.0;
-  poly = poly * r + 0.5;
-  const double er = poly * r * r + r + 1.0;
-  int64_t t_bits, shift_bits;
-  std::memcpy(&t_bits, &t, sizeof t);
-  std::memcpy(&shift_bits, &kShift, sizeof kShift);
-  const int64_t scale_bits = (t_bits - shift_bits + 1023) << 52;  // 2ⁿ
-  double scale;
-  std::memcpy(&scale, &scale_bits, sizeof scale);
-  return er * scale;
-}
-
-
-}  // namespace
 
 namespace {
 
