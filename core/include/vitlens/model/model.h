@@ -5,6 +5,7 @@
 // calls; everything a call computes lives in a Trace owned by the caller.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -117,8 +118,15 @@ VecD query_weights(const Config& cfg);
 // Used for the benchmark shape and tests.
 Model random_model(const Config& cfg, uint64_t seed);
 
-// splitmix64, the mixing function above.
-uint64_t splitmix64(uint64_t x);
+// splitmix64, the mixing function above. Inline: smoothgrad and the ROAD noise call it twice per
+// input element, and in the pthreads wasm build (JS-emulated exceptions) an out-of-line call from
+// a scope with destructors goes through a JS trampoline (6 % of smoothgrad there).
+inline uint64_t splitmix64(uint64_t x) noexcept {
+  uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 // A random normalised input with the same generator (tensor index k = 0xFFFF, a = 1).
 Image random_input(const Config& cfg, uint64_t seed);
