@@ -102,30 +102,39 @@ void attattr_chunk(Scratch& s, const Model& m, const Trace& tr, int l, int targe
   for (int k = 0; k < copies; ++k) s.dctx_sum.topRows(rl) += s.g.ctx.middleRows(ptrdiff_t(k) * rl, rl);
 }
 
-// Block l's Attr: Σ_k ∂F/∂A_h = (Σ_k dctx_h)·v_hᵀ (ctx_h = A_h·v_h, v_h does not depend on α);
-// Attr_h = A_h ⊙ that / m.
-AttAttrBlock attattr_block(Scratch& s, const Model& m, const Trace& tr, int l, int target, int steps) {
-  const Config& c = m.config;
-  const int n = c.tokens(), d = c.dim, L = c.depth, H = c.heads, dh = d / H, mlp = c.mlp_dim;
-  const BlockTrace& bt = tr.blocks[size_t(l)];
-  const Mat proj = bt.ctx * m.params.blocks[size_t(l)].proj_w.transpose();  // (n, d) ctx_l·Wprojᵀ
+// A unit of the batched pass: copies k0 … k1 − 1 of block l. Their number per unit is bounded by
+// the memory of the stacked trace (kChunkFloats); units are small enough for two threads to share
+// block 0's, the longest, and a block's units do not depend on the thread count.
+struct Chunk {
+  int l, k0, k1;
+};
 
-  // Copies per chunk from the memory bound on the stacked trace.
-  size_t per_copy = size_t(n) * size_t(2 * d + mlp + 2);
-  per_copy += size_t(L - l - 1) * size_t(n) * size_t(5 * d + mlp + 4 + H * n);
-  const int cap = int(std::max<size_t>(1, std::min<size_t>(size_t(steps), kChunkFloats / per_copy)));
-  const int chunks = (steps + cap - 1) / cap;
-  s.dctx_sum = Mat::Zero(n, d);
-  for (int ch = 0; ch < chunks; ++ch) {
-    const int k0 = int(int64_t(steps) * ch / chunks), k1 = int(int64_t(steps) * (ch + 1) / chunks);
-    attattr_chunk(s, m, tr, l, target, k0, k1 - k0, steps, proj);
+std::vector<Chunk> attattr_chunks(const Config& c, int steps) {
+  const int n = c.tokens(), d = c.dim, L = c.depth, H = c.heads, mlp = c.mlp_dim;
+  std::vector<Chunk> out;
+  for (int l = 0; l < L; ++l) {  // block 0, the longest, first
+    size_t per_copy = size_t(n) * size_t(2 * d + mlp + 2);
+    per_copy += size_t(L - l - 1) * size_t(n) * size_t(5 * d + mlp + 4 + H * n);
+    const int cap = int(std::max<size_t>(1, std::min<size_t>(size_t(steps), kChunkFloats / per_copy)));
+    const int chunks = (steps + cap - 1) / cap;
+    for (int ch = 0; ch < chunks; ++ch)
+      out.push_back({l, int(int64_t(steps) * ch / chunks), int(int64_t(steps) * (ch + 1) / chunks)});
   }
+  return out;
+}
+
+// Block l's Attr from Σ_k ∂F/∂ctx_l (dctx, (n, d)): Σ_k ∂F/∂A_h = (Σ_k dctx_h)·v_hᵀ (ctx_h = A_h·v_h,
+// v_h does not depend on α); Attr_h = A_h ⊙ that / m.
+AttAttrBlock attattr_block(const Model& m, const Trace& tr, int l, int steps, const Mat& dctx) {
+  const Config& c = m.config;
+  const int n = c.tokens(), d = c.dim, H = c.heads, dh = d / H;
+  const BlockTrace& bt = tr.blocks[size_t(l)];
   AttAttrBlock out;
   out.attr.resize(size_t(H));
   for (int h = 0; h < H; ++h) {
     Mat& a = out.attr[size_t(h)];
     a.resize(n, n);
-    gemm_nt(a.data(), s.dctx_sum.data() + h * dh, bt.qkv.data() + 2 * d + h * dh, n, n, dh, d, 3 * d, n,
+    gemm_nt(a.data(), dctx.data() + h * dh, bt.qkv.data() + 2 * d + h * dh, n, n, dh, d, 3 * d, n,
             1.0f / float(steps), 0.0f);
     a = a.cwiseProduct(bt.attn[size_t(h)]);
   }
@@ -162,24 +171,42 @@ Vec target_prob_grad(const Config& c, const Vec& logits, int target) {
 std::vector<AttAttrBlock> attattr_blocks(const Model& m, const Trace& tr, int target, int steps, int threads,
                                          const ProgressFn& progress) {
   check_attattr_args(m, tr, target, steps);
-  const int L = m.config.depth;
-  std::vector<AttAttrBlock> out(static_cast<size_t>(L));
-  std::atomic<int> next{0}, done{0};
+  const Config& c = m.config;
+  const int L = c.depth;
+  // ctx_l·Wprojᵀ per block, formed once; every unit of block l scales it by its α_k.
+  std::vector<Mat> proj(static_cast<size_t>(L));
+  for (int l = 0; l < L; ++l) proj[size_t(l)] = tr.blocks[size_t(l)].ctx * m.params.blocks[size_t(l)].proj_w.transpose();
+  const std::vector<Chunk> chunks = attattr_chunks(c, steps);
+  std::vector<Mat> partial(chunks.size());  // (n, d) each unit's Σ over its copies of ∂F/∂ctx_l
+  double total = 0.0;                       // progress in units of copies × blocks run
+  for (const Chunk& ch : chunks) total += double(ch.k1 - ch.k0) * double(L - ch.l);
+  std::atomic<int> next{0};
   std::atomic<bool> stop{false};
-  // Blocks are independent: each worker takes the next one (block 0, the longest, first); a
-  // block's result does not depend on which thread computed it.
-  run_workers(std::max(1, std::min(threads, L)), [&](int t) {
+  std::atomic<long long> done{0};
+  // Each worker takes the next unit; the units' partial sums are added in unit order below, so
+  // the result does not depend on which thread computed what.
+  run_workers(std::max(1, std::min(threads, int(chunks.size()))), [&](int t) {
     Scratch s;
     for (;;) {
       if (stop.load()) return;
-      const int l = next.fetch_add(1);
-      if (l >= L) return;
-      out[size_t(l)] = attattr_block(s, m, tr, l, target, steps);
-      const int finished = done.fetch_add(1) + 1;
-      if (t == 0 && progress && !progress(double(finished) / double(L))) stop.store(true);
+      const int i = next.fetch_add(1);
+      if (i >= int(chunks.size())) return;
+      const Chunk& ch = chunks[size_t(i)];
+      s.dctx_sum = Mat::Zero(c.tokens(), c.dim);
+      attattr_chunk(s, m, tr, ch.l, target, ch.k0, ch.k1 - ch.k0, steps, proj[size_t(ch.l)]);
+      partial[size_t(i)].swap(s.dctx_sum);
+      const long long finished = done.fetch_add((ch.k1 - ch.k0) * (L - ch.l)) + (ch.k1 - ch.k0) * (L - ch.l);
+      if (t == 0 && progress && !progress(double(finished) / total)) stop.store(true);
     }
   });
   if (stop.load()) throw Error(ErrorCode::cancelled, "attattr cancelled");
+  std::vector<AttAttrBlock> out(static_cast<size_t>(L));
+  size_t i = 0;
+  for (int l = 0; l < L; ++l) {
+    Mat dctx = std::move(partial[i++]);
+    for (; i < chunks.size() && chunks[i].l == l; ++i) dctx += partial[i];
+    out[size_t(l)] = attattr_block(m, tr, l, steps, dctx);
+  }
   return out;
 }
 
