@@ -176,9 +176,11 @@ void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, co
   std::vector<Image> point(size_t(workers), Image(c.channels, c.image_h, c.image_w));  // x' + α(x − x')
   std::vector<double> integral(N, 0.0);  // Σ_k w_k ∇y_t(point_k), (C, H, W)
 
-  const ForwardOptions fo = masked(st.trace);  // the path through the same masked model
-  GradientPass first;
-  const double f_baseline = first.run(m, base, out.target, fo);
+  ForwardOptions fo = masked(st.trace);  // the path through the same masked model
+  fo.head_rows_only = true;                // y_t(x') alone: the head's rows of the last block
+  Trace at_baseline;
+  vit_forward(at_baseline, m, base, fo);
+  const double f_baseline = double(at_baseline.logits[out.target]);
 
   for_each_unit(
       n, workers, opt.progress, "integrated-gradients",
