@@ -57,7 +57,7 @@ constexpr StageText kStages[norm_stage_count] = {
 const char* norm_stage_name(NormStage s) { return kStages[int(s)].name; }
 const char* norm_stage_formula(NormStage s) { return kStages[int(s)].formula; }
 
-void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block) {
+void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block, int threads) {
   const Config& c = m.config;
   const BlockParams& bp = m.params.blocks[size_t(block)];
   const BlockTrace& bt = tr.blocks[size_t(block)];
@@ -69,24 +69,34 @@ void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block
   t.value_ff.resize(size_t(H));
   const int n = c.tokens(), mlp = c.mlp_dim;
   const MatD proj = bp.proj_w.cast<double>();  // (d, d) W_O, head h = columns h·d_h …
-  MatD ff(n, mlp);                             // (n, mlp) one table in double, before the cast
-  for (int h = 0; h < H; ++h) {
-    // V_h' = v_h·W_O^hᵀ, v_h = columns 2d + h·d_h … of qkv (LN1(x)·W_V^hᵀ + b_V^h), W_O^h = proj_w[:, h·d_h …]
-    const MatD v = bt.qkv.middleCols(2 * d + h * dh, dh).cast<double>();  // (n, d_h)
-    MatD& vo = t.value_out[size_t(h)];
-    vo.resize(n, d);
-    gemm_nt(vo.data(), v.data(), proj.data() + h * dh, n, d, dh, dh, d, d, 1.0, 0.0);  // (n, d)
-    if (bp.ls1.size()) vo *= bp.ls1.cast<double>().asDiagonal();  // LayerScale γ1
-    const MatD g = centre_scale(vo, gamma2);
-    gemm_nn(ff.data(), g.data(), w1t.data(), n, mlp, d, d, mlp, mlp, 1.0, 0.0);
-    t.value_ff[size_t(h)] = ff.cast<float>();  // (n, mlp)
-  }
-  const MatD gx = centre_scale(bt.x.cast<double>(), gamma2);
-  gemm_nn(ff.data(), gx.data(), w1t.data(), n, mlp, d, d, mlp, mlp, 1.0, 0.0);
-  t.x_ff = ff.cast<float>();
-  // act(h)/h: Φ(h) for the exact GELU; its limit ½ at h = 0 for all three activations.
+  // H + 2 independent tables (one per head, the residual's, and Φ), over the workers.
   const Activation act = c.act;
-  t.phi = bt.fc1.unaryExpr([act](float h) { return float(activation_ratio(double(h), act)); });
+  const int workers = row_workers(threads, H + 2);
+  run_workers(workers, [&](int w) {
+    MatD ff(n, mlp);  // (n, mlp) one table in double, before the cast
+    for (int h = w; h <= H + 1; h += workers) {
+      if (h == H + 1) {
+        // act(h)/h: Φ(h) for the exact GELU; its limit ½ at h = 0 for all three activations.
+        t.phi = bt.fc1.unaryExpr([act](float x) { return float(activation_ratio(double(x), act)); });
+        continue;
+      }
+      if (h == H) {
+        const MatD gx = centre_scale(bt.x.cast<double>(), gamma2);
+        gemm_nn(ff.data(), gx.data(), w1t.data(), n, mlp, d, d, mlp, mlp, 1.0, 0.0);
+        t.x_ff = ff.cast<float>();
+        continue;
+      }
+      // V_h' = v_h·W_O^hᵀ, v_h = columns 2d + h·d_h … of qkv (LN1(x)·W_V^hᵀ + b_V^h), W_O^h = proj_w[:, h·d_h …]
+      const MatD v = bt.qkv.middleCols(2 * d + h * dh, dh).cast<double>();  // (n, d_h)
+      MatD& vo = t.value_out[size_t(h)];
+      vo.resize(n, d);
+      gemm_nt(vo.data(), v.data(), proj.data() + h * dh, n, d, dh, dh, d, d, 1.0, 0.0);  // (n, d)
+      if (bp.ls1.size()) vo *= bp.ls1.cast<double>().asDiagonal();  // LayerScale γ1
+      const MatD g = centre_scale(vo, gamma2);
+      gemm_nn(ff.data(), g.data(), w1t.data(), n, mlp, d, d, mlp, mlp, 1.0, 0.0);
+      t.value_ff[size_t(h)] = ff.cast<float>();  // (n, mlp)
+    }
+  });
   t.bo = bp.proj_b.cast<double>();
   t.w2 = bp.fc2_w;
   t.b2 = bp.fc2_b;
@@ -180,7 +190,7 @@ NormBlock norm_block(const Model& m, const Trace& tr, int block, int threads,
                      const std::function<bool(double)>& progress) {
   const int n = m.config.tokens();
   NormTables t;
-  norm_tables_build(t, m, tr, block);
+  norm_tables_build(t, m, tr, block, threads);
   NormBlock nb;
   for (int s = 0; s < norm_stage_count; ++s) {
     nb.maps[s].resize(n, n);
