@@ -225,6 +225,7 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
 
   const int workers = worker_count(opt.threads, samples);
   std::vector<Explanation> part(static_cast<size_t>(workers));
+  std::vector<ExplainState> state(static_cast<size_t>(workers));  // per worker, its buffers reused
   // The wrapped method's options, copied here on the calling thread: opt.progress may hold a JS
   // function (wasm), whose handle must not be copied on a worker thread.
   MethodOptions base = opt;
@@ -259,7 +260,7 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
           // the inner method's own progress, mapped into this sample's share of the outer bar
           inner.progress = [&opt, s, samples](double f) { return opt.progress((s + std::min(f, 1.0)) / samples); };
         }
-        ExplainState copy;  // the noisy copy through the same masked model
+        ExplainState& copy = state[size_t(t)];  // the noisy copy through the same masked model
         copy.set_input(m, noisy, st.trace.head_mask, gradients_only);
         part[size_t(t)] = explain(m, copy, inner_method, inner);
       },
