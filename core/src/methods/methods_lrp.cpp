@@ -11,10 +11,16 @@ namespace vitlens::detail {
 
 namespace {
 
-const TraceD& trace_d(const Model& m, ExplainState& st) {
-  if (!st.has_trace_d) {
-    lrp_forward(st.trace_d, m, st.trace.input, st.trace.head_mask);  // the same heads off
+// The activations the relevance rules read, in the precision asked for: recomputed in double, or
+// the float pass cast. A change of precision on the same input restarts the relevance passes.
+const TraceD& trace_d(const Model& m, ExplainState& st, LrpPrecision precision) {
+  const bool float32 = precision == LrpPrecision::float32;
+  if (!st.has_trace_d || st.trace_d_float32 != float32) {
+    if (float32) lrp_trace_from_float(st.trace_d, m, st.trace);
+    else lrp_forward(st.trace_d, m, st.trace.input, st.trace.head_mask);  // the same heads off
+    if (st.has_trace_d) st.chefer.target = st.chefer_variant.target = st.attnlrp.target = -1;
     st.has_trace_d = true;
+    st.trace_d_float32 = float32;
   }
   return st.trace_d;
 }
@@ -78,8 +84,8 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
       double(c.dim) * std::max(double(c.tokens()) * std::max(3 * c.dim, c.mlp_dim),
                                double(c.num_patches()) * c.channels * c.patch * c.patch);
   if (opt.weight == AttnWeight::grad && st.grads_target != out.target && !st.has_trace_d &&
-      largest_product < gemm_split_macs && compute_pool().available() >= 2)
-    compute_pool().run(2, [&](int t) { t == 0 ? void(target_grads(m, st, out.target)) : void(trace_d(m, st)); });
+      opt.precision == LrpPrecision::float64 && largest_product < gemm_split_macs && compute_pool().available() >= 2)
+    compute_pool().run(2, [&](int t) { t == 0 ? void(target_grads(m, st, out.target)) : void(trace_d(m, st, opt.precision)); });
   const Grads* g = opt.weight == AttnWeight::grad ? &target_grads(m, st, out.target) : nullptr;
   // The per-block, per-head weights W_h of Ā_b (nullptr: none).
   auto weights = [&](int b) -> const std::vector<Mat>* {
@@ -91,7 +97,7 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
   auto heads = [&](int b) { return opt.want_intermediates ? &out.blocks[size_t(b)].product_heads : nullptr; };
   LrpRules rules;
   RelevancePass& pass = chefer_pass(st, opt, rules);
-  lrp_propagate(pass, m, trace_d(m, st), rules, out.target, lowest, false);
+  lrp_propagate(pass, m, trace_d(m, st, opt.precision), rules, out.target, lowest, false);
   Eigen::RowVectorXd row = query_row(c);  // (n) qᵀ·C
   if (opt.block >= 0) {
     MatD bar = relevance_bar(pass.r_attn[size_t(opt.block)], weights(opt.block), heads(opt.block));
@@ -126,7 +132,7 @@ void partial_lrp(Explanation& out, const Model& m, ExplainState& st, const Metho
   const Config& c = m.config;
   LrpRules rules;
   RelevancePass& pass = chefer_pass(st, opt, rules);
-  lrp_propagate(pass, m, trace_d(m, st), rules, out.target, c.depth - 1, false);
+  lrp_propagate(pass, m, trace_d(m, st, opt.precision), rules, out.target, c.depth - 1, false);
   out.token_map = grid_from_row(query_row(c) * relevance_bar(pass.r_attn.back(), nullptr, nullptr), c);
   out.conservation = pass.report;
   add_attention_intermediates(out, st.trace, nullptr);
@@ -137,8 +143,8 @@ namespace {
 
 // A relevance pass all the way to the pixels: pixel map Σ_c R_x, token map Σ_d R_{E0} per patch.
 void lrp_to_pixels(Explanation& out, const Model& m, ExplainState& st, RelevancePass& pass,
-                   const LrpRules& rules) {
-  lrp_propagate(pass, m, trace_d(m, st), rules, out.target, 0, true);
+                   const LrpRules& rules, LrpPrecision precision) {
+  lrp_propagate(pass, m, trace_d(m, st, precision), rules, out.target, 0, true);
   out.pixel_map = pass.pixel_map.cast<float>();
   out.token_map = token_relevance(pass, m.config);
   out.conservation = pass.report;
@@ -154,13 +160,13 @@ void lrp_to_pixels(Explanation& out, const Model& m, ExplainState& st, Relevance
 void lrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   LrpRules rules;
   RelevancePass& pass = chefer_pass(st, opt, rules);
-  lrp_to_pixels(out, m, st, pass, rules);
+  lrp_to_pixels(out, m, st, pass, rules, opt.precision);
 }
 
 // AttnLRP (Achtibat et al. 2024), seeded with the target logit: the pixel map is
 // Σ_c x ⊙ (modified gradient) = Σ_c R_x.
 void attnlrp(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
-  lrp_to_pixels(out, m, st, st.attnlrp, kAttnLrpRules);
+  lrp_to_pixels(out, m, st, st.attnlrp, kAttnLrpRules, opt.precision);
 }
 
 }  // namespace vitlens::detail

@@ -73,6 +73,48 @@ void lrp_forward(TraceD& t, const Model& m, const Image& x, const std::vector<fl
              head.b().cast<double>();
 }
 
+void lrp_trace_from_float(TraceD& t, const Model& m, const Trace& tr) {
+  const Config& c = m.config;
+  assert(tr.blocks.size() == size_t(c.depth) && !tr.head_rows_only);
+  t.patches = tr.patches.cast<double>();
+  t.embed = tr.embed.cast<double>();
+  tokens_forward<double>(t.tokens, &t.tokens_nopos, t.embed, m.params, c);  // the float adds, in double
+  t.tokens = tr.tokens.cast<double>();                                      // E0 as the pass formed it
+  t.pos = m.params.pos_embed.cast<double>();
+  t.pre_mean = tr.pre_mean.cast<double>();
+  t.pre_rstd = tr.pre_rstd.cast<double>();
+  t.blocks.resize(size_t(c.depth));
+  for (int b = 0; b < c.depth; ++b) {
+    const BlockTrace& f = tr.blocks[size_t(b)];
+    BlockTraceD& d = t.blocks[size_t(b)];
+    d.x = f.x.cast<double>();
+    d.ln1 = f.ln1.cast<double>();
+    d.ln1_mean = f.ln1_mean.cast<double>();
+    d.ln1_rstd = f.ln1_rstd.cast<double>();
+    d.qkv = f.qkv.cast<double>();
+    d.attn.resize(f.attn.size());
+    for (size_t h = 0; h < f.attn.size(); ++h) d.attn[h] = f.attn[h].cast<double>();
+    d.ctx = f.ctx.cast<double>();
+    d.attn_out = f.attn_out.cast<double>();
+    d.x_mid = f.x_mid.cast<double>();
+    d.ln2 = f.ln2.cast<double>();
+    d.ln2_mean = f.ln2_mean.cast<double>();
+    d.ln2_rstd = f.ln2_rstd.cast<double>();
+    d.fc1 = f.fc1.cast<double>();
+    d.act = f.act.cast<double>();
+    d.mlp_out = f.mlp_out.cast<double>();
+  }
+  t.x_final = tr.x_final.cast<double>();
+  t.ln_f = tr.ln_f.cast<double>();
+  t.lnf_mean = tr.lnf_mean.cast<double>();
+  t.lnf_rstd = tr.lnf_rstd.cast<double>();
+  t.pooled = tr.pooled.cast<double>();
+  t.head_x = tr.head_x.cast<double>();
+  t.fc_mean = tr.fc_mean.cast<double>();
+  t.fc_rstd = tr.fc_rstd.cast<double>();
+  t.logits = tr.logits.cast<double>();
+}
+
 namespace {
 
 void log_layer(ConservationReport& rep, const std::string& layer, double out, double in) {

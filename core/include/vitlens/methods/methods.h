@@ -46,6 +46,11 @@ enum class CheferLinear { shared, separate };
 // the renormalisation (the older rules).
 enum class CheferAdd { normalised, plain };
 
+// The LRP methods: the activations the relevance rules read. float64: a forward pass recomputed in
+// double (exact to the float64 reference, ~1e-7); float32: the float pass already run, cast (no
+// second forward pass; faster, with a deviation the README reports).
+enum class LrpPrecision { float64, float32 };
+
 // norm-based: how far through a block the additive decomposition is carried (Kobayashi et al.):
 // attention only, + residual, + LayerNorm 2, + feed-forward, the whole block (+ 2nd residual).
 enum class NormStage { atb, atb_res, atb_res_ln, atb_res_ln_ff, layer };
@@ -66,6 +71,7 @@ struct MethodOptions {
   AttnWeight weight = AttnWeight::grad;  // transformer-attribution: Ā_b = E_h[(weight ⊙ R_{A_b})⁺]
   CheferLinear linear_rule = CheferLinear::shared;  // transformer-attribution, partial-lrp, lrp
   CheferAdd add_rule = CheferAdd::normalised;       // transformer-attribution, partial-lrp, lrp
+  LrpPrecision precision = LrpPrecision::float64;   // transformer-attribution, partial-lrp, lrp, attnlrp
   bool want_intermediates = false;  // fill Explanation::blocks
   int steps = 0;              // attattr: m; integrated-gradients: n; 0 = the method's default (its option table)
   Quadrature quadrature = Quadrature::gauss_legendre;  // integrated-gradients
@@ -178,6 +184,7 @@ struct ExplainState {
   int grads_target = -1;  // the class `grads` was computed for (−1: none)
   Grads grads;
   bool has_trace_d = false;
+  bool trace_d_float32 = false;  // trace_d is the float pass cast (LrpPrecision::float32)
   TraceD trace_d;
   RelevancePass chefer, attnlrp;
   RelevancePass chefer_variant;  // Chefer's rules with another linear or add rule (the last asked for)

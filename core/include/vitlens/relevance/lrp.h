@@ -20,6 +20,7 @@
 #include "vitlens/layers/layers.h"
 #include "vitlens/model/block.h"
 #include "vitlens/model/model.h"
+#include "vitlens/model/vit.h"
 #include "vitlens/tensor/tensor.h"
 
 namespace vitlens {
@@ -77,6 +78,11 @@ struct TraceD {
 // `head_mask` switches off (ForwardOptions::head_mask: their A = 0; empty = all on). The
 // relevance rules then read A = 0 and a zero context for an off head, so no relevance reaches it.
 void lrp_forward(TraceD& t, const Model& m, const Image& x, const std::vector<float>& head_mask = {});
+// The reduced-precision alternative (the methods' `precision=float32`): the float forward pass
+// already run (`tr`, recorded with BlockRecord::all, any head mask), its activations cast to
+// double. No forward pass is recomputed; the rules then read float32 activations, whose rounding
+// the Add rule's a + b and the α1β0 denominators can amplify (README, "Attribution methods").
+void lrp_trace_from_float(TraceD& t, const Model& m, const Trace& tr);
 
 // One layer's line of the conservation report: Σ of the relevance arriving at the layer and Σ
 // of the relevance it passes to all its inputs. Layer names follow the reference
