@@ -80,7 +80,10 @@ function same(method, spec, jsValue, cliValue = jsValue) {
   const what = `${method.name} ${spec.key}=${String(jsValue)}`;
   if (api.map && cli.map) {
     assert.equal(api.map.length, cli.map.length, what);
-    assert.ok(maxRelError(api.map, cli.map) <= 1e-5, `${what}: API vs CLI maps differ by ${maxRelError(api.map, cli.map)}`);
+    // precision=float32 reads each build's own float pass, and the native and wasm products round
+    // differently: the map carries that (README: ≤ 4e-4 of its maximum from float64's)
+    const tol = spec.key === 'precision' && jsValue === 'float32' ? 1e-3 : 1e-5;
+    assert.ok(maxRelError(api.map, cli.map) <= tol, `${what}: API vs CLI maps differ by ${maxRelError(api.map, cli.map)}`);
   } else {
     assert.deepEqual(cli, api, `${what}: CLI and API disagree`);
   }

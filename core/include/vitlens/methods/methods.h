@@ -46,9 +46,9 @@ enum class CheferLinear { shared, separate };
 // the renormalisation (the older rules).
 enum class CheferAdd { normalised, plain };
 
-// The LRP methods: the activations the relevance rules read. float64: a forward pass recomputed in
-// double (exact to the float64 reference, ~1e-7); float32: the float pass already run, cast (no
-// second forward pass; faster, with a deviation the README reports).
+// partial-lrp and attnlrp: the activations the relevance rules read. float64: a forward pass
+// recomputed in double (exact to the float64 reference, ~1e-7); float32: the float pass already
+// run, cast (no second forward pass; faster, with a deviation the README reports).
 enum class LrpPrecision { float64, float32 };
 
 // norm-based: how far through a block the additive decomposition is carried (Kobayashi et al.):
@@ -71,7 +71,7 @@ struct MethodOptions {
   AttnWeight weight = AttnWeight::grad;  // transformer-attribution: Ā_b = E_h[(weight ⊙ R_{A_b})⁺]
   CheferLinear linear_rule = CheferLinear::shared;  // transformer-attribution, partial-lrp, lrp
   CheferAdd add_rule = CheferAdd::normalised;       // transformer-attribution, partial-lrp, lrp
-  LrpPrecision precision = LrpPrecision::float64;   // transformer-attribution, partial-lrp, lrp, attnlrp
+  LrpPrecision precision = LrpPrecision::float64;   // partial-lrp, attnlrp
   bool want_intermediates = false;  // fill Explanation::blocks
   int steps = 0;              // attattr: m; integrated-gradients: n; 0 = the method's default (its option table)
   Quadrature quadrature = Quadrature::gauss_legendre;  // integrated-gradients
