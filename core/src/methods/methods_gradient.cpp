@@ -20,20 +20,19 @@ namespace vitlens::detail {
 
 namespace {
 
-// One forward + backward pass: y_t(x) and ∂y_t/∂x, of the model with the heads `fo` switches off
-// (the explained input's: ExplainState). Owns its buffers so that each worker thread can keep one.
+// One forward + backward pass: ∂y_t/∂x, of the model as `fo` runs it (the explained input's head
+// mask; head_rows_only, as only the gradient is read). Owns its buffers so that each worker thread
+// can keep one.
 struct GradientPass {
   Trace trace;
   Grads grads;
   Vec dlogits;  // (classes) one-hot at the target
 
-  double run(const Model& m, const Image& x, int target, ForwardOptions fo) {
-    fo.head_rows_only = true;  // only y_t and ∂y_t/∂x are read: the last block's other rows are not
+  void run(const Model& m, const Image& x, int target, const ForwardOptions& fo) {
     vit_forward(trace, m, x, fo);
     dlogits = Vec::Zero(m.config.classes);
     dlogits[target] = 1.0f;
     vit_backward(grads, nullptr, m, trace, dlogits, fo);
-    return double(trace.logits[target]);
   }
 };
 
@@ -177,7 +176,7 @@ void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, co
   std::vector<double> integral(N, 0.0);  // Σ_k w_k ∇y_t(point_k), (C, H, W)
 
   ForwardOptions fo = masked(st.trace);  // the path through the same masked model
-  fo.head_rows_only = true;                // y_t(x') alone: the head's rows of the last block
+  fo.head_rows_only = true;  // only y_t and ∂y_t/∂x are read: the last block's other rows are not
   Trace at_baseline;
   vit_forward(at_baseline, m, base, fo);
   const double f_baseline = double(at_baseline.logits[out.target]);

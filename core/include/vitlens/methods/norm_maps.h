@@ -60,8 +60,8 @@ struct NormTables {
   Vec b2;                       // (d)           γ2_ls ⊙ b2
 };
 
-// The tables of `block`, on up to `threads` threads (H + 2 independent parts) (the tables do not depend
-// on the thread count).
+// The tables of `block`: H + 2 independent parts on up to `threads` threads (the values do not
+// depend on the thread count).
 void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block, int threads = 1);
 
 // The pieces of one query row i of a block, per stage (index: NormStage).
