@@ -197,6 +197,49 @@ TEST_CASE("variants: the double forward of the relevance pass agrees with the fl
   }
 }
 
+TEST_CASE("variants: the double forward's last block formed where the head reads keeps every relevance", "[variants]") {
+  // Besides the variants: the default test ViT (CLS pooling, final norm) and a deeper one.
+  std::vector<Variant> all = variants();
+  all.push_back({"CLS pooling", base()});
+  all.push_back({"CLS pooling, 4 blocks", test::small_vit_config(4, 3)});
+  const LrpRules older = chefer_rules(LinearRule::alpha1beta0_separate, AddRule::plain);
+  for (const Variant& var : all) {
+    INFO(var.name);
+    const Model m = random_model(var.config, 41);
+    const Image x = random_input(m.config, 42);
+    const int n = m.config.tokens(), r = head_rows(m.config);
+    TraceD head, full;
+    lrp_forward(head, m, x);
+    lrp_forward(full, m, x, {}, true);
+    CHECK(head.blocks.back().attn[0].rows() == n);
+    CHECK(head.x_final.rows() == n);
+    if (r < n) CHECK(head.blocks.back().fc1.bottomRows(n - r).isZero(0.0));
+    CHECK(rel_max_error(head.logits.data(), std::vector<double>(full.logits.data(), full.logits.data() + full.logits.size())) <= 1e-13);
+    for (const LrpRules* rules : {&kCheferRules, &kAttnLrpRules, &older}) {
+      INFO(rules->name << (rules == &older ? " (older rules)" : ""));
+      for (int target : {0, m.config.classes - 1}) {
+        RelevancePass a, b;
+        lrp_propagate(a, m, head, *rules, target, 0, true);
+        lrp_propagate(b, m, full, *rules, target, 0, true);
+        auto same = [](const MatD& u, const MatD& v) {
+          REQUIRE(u.rows() == v.rows());
+          REQUIRE(u.cols() == v.cols());
+          return rel_max_error(u.data(), std::vector<double>(v.data(), v.data() + v.size())) <= 1e-12;
+        };
+        CHECK(same(a.pixel_map, b.pixel_map));
+        CHECK(same(a.r_tokens, b.r_tokens));
+        for (size_t l = 0; l < a.r_attn.size(); ++l)
+          for (size_t h = 0; h < a.r_attn[l].size(); ++h) CHECK(same(a.r_attn[l][h], b.r_attn[l][h]));
+        REQUIRE(a.report.layers.size() == b.report.layers.size());
+        for (size_t i = 0; i < a.report.layers.size(); ++i) {
+          INFO(a.report.layers[i].layer);
+          CHECK(a.report.layers[i].relevance_in == Approx(b.report.layers[i].relevance_in).epsilon(1e-12).margin(1e-15));
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("variants: Chefer's rules conserve relevance through the pooling and the blocks", "[variants]") {
   for (const Variant& var : variants()) {
     INFO(var.name);

@@ -34,7 +34,37 @@ bool same_rules(const LrpRules& a, const LrpRules& b) {
          a.softmax == b.softmax && a.layernorm == b.layernorm && a.patch == b.patch;
 }
 
-void lrp_forward(TraceD& t, const Model& m, const Image& x, const std::vector<float>& head_mask) {
+namespace {
+
+// A matrix (vector) formed for its first r rows only, extended to n rows with zeros.
+void zero_rows_below(MatD& x, Eigen::Index n) {
+  const Eigen::Index r = x.rows();
+  x.conservativeResize(n, x.cols());
+  x.bottomRows(n - r).setZero();
+}
+
+void zero_rows_below(VecD& x, Eigen::Index n) {
+  const Eigen::Index r = x.size();
+  x.conservativeResize(n);
+  x.tail(n - r).setZero();
+}
+
+// The last block and the final norm formed for the head's rows (BlockOptionsT::rows), as full
+// n-row matrices whose other rows are zero: the relevance rules then run unchanged. No relevance
+// reaches those rows (it enters at the pooled tokens), and every rule sends zero relevance through
+// a zero row without dividing by it (safe_divide(0, 0) = 0, 0/stabilise(0) = 0).
+void zero_rows_below(BlockTraceD& b, TraceD& t, Eigen::Index n) {
+  for (MatD* x : {&b.ctx, &b.attn_out, &b.x_mid, &b.ln2, &b.fc1, &b.act, &b.mlp_out, &t.x_final, &t.ln_f})
+    zero_rows_below(*x, n);
+  for (MatD& a : b.attn) zero_rows_below(a, n);
+  for (VecD* v : {&b.ln2_mean, &b.ln2_rstd, &t.lnf_mean, &t.lnf_rstd}) zero_rows_below(*v, n);
+  b.x_rows.resize(0, b.x.cols());
+}
+
+}  // namespace
+
+void lrp_forward(TraceD& t, const Model& m, const Image& x, const std::vector<float>& head_mask,
+                 bool all_rows) {
   const Config& c = m.config;
   const Params& p = m.params;
   assert(head_mask.empty() || head_mask.size() == size_t(c.depth) * size_t(c.heads));
@@ -53,16 +83,19 @@ void lrp_forward(TraceD& t, const Model& m, const Image& x, const std::vector<fl
   else
     t.blocks[0].x = t.tokens;
   BlockScratchD bs;
+  const int rows = all_rows ? c.tokens() : head_rows(c);  // of the last block, from the attention on
   for (int b = 0; b < c.depth; ++b) {
     MatD& out = (b + 1 < c.depth) ? t.blocks[size_t(b) + 1].x : t.x_final;
     BlockOptionsT<double> o;
     if (!head_mask.empty()) o.head_mask = head_mask.data() + size_t(b) * size_t(c.heads);
+    if (b == c.depth - 1) o.rows = rows;
     block_forward(out, t.blocks[size_t(b)], bs, p.blocks[size_t(b)], c, 1, BlockRecord::relevance, o);
   }
   if (c.final_norm)
     layernorm_forward(t.ln_f, t.lnf_mean, t.lnf_rstd, t.x_final, p.norm_w, p.norm_b, eps);
   else
     t.ln_f = t.x_final;
+  if (rows < c.tokens()) zero_rows_below(t.blocks.back(), t, c.tokens());
   pool_forward(t.pooled, t.ln_f, c);
   if (c.fc_norm)
     layernorm_forward(t.head_x, t.fc_mean, t.fc_rstd, t.pooled, p.fc_norm_w, p.fc_norm_b, eps);

@@ -65,8 +65,8 @@ struct TraceD {
   MatD tokens;        // (n, d)   E0 (vit.h, tokens_forward)
   VecD pre_mean, pre_rstd;  // (n) pre_norm; block 0's x is LN_pre(E0)
   std::vector<BlockTraceD> blocks;  // (L); block b+1's x is block b's output
-  MatD x_final;       // (n, d)
-  MatD ln_f;          // (n, d)   final norm (x_final without one)
+  MatD x_final;       // (n, d)   rows ≥ head_rows zero unless lrp_forward's all_rows
+  MatD ln_f;          // (n, d)   final norm (x_final without one); as x_final
   VecD lnf_mean, lnf_rstd;  // (n)
   MatD pooled;        // (k, d)   the pool parts
   MatD head_x;        // (k, d)   fc_norm(pooled) (pooled without it)
@@ -77,7 +77,13 @@ struct TraceD {
 // Recomputes the forward pass of `x` in double from the model's float weights, with the heads
 // `head_mask` switches off (ForwardOptions::head_mask: their A = 0; empty = all on). The
 // relevance rules then read A = 0 and a zero context for an off head, so no relevance reaches it.
-void lrp_forward(TraceD& t, const Model& m, const Image& x, const std::vector<float>& head_mask = {});
+// Relevance enters the last block only at the rows the head reads (head_rows: the pooled tokens),
+// so from its attention on that block and the final norm are formed for those rows only, the
+// other rows of their activations (attn, ctx, attn_out, x_mid, ln2, fc1, act, mlp_out, x_final,
+// ln_f and their statistics) left zero, unless `all_rows`: the same relevance either way, to the
+// last bit in wasm (tests/native/test_variants.cpp). A patch-mean pooling reads every row.
+void lrp_forward(TraceD& t, const Model& m, const Image& x, const std::vector<float>& head_mask = {},
+                 bool all_rows = false);
 // The reduced-precision alternative (the methods' `precision=float32`): the float forward pass
 // already run (`tr`, recorded with BlockRecord::all, any head mask), its activations cast to
 // double. No forward pass is recomputed; the rules then read float32 activations, whose rounding
