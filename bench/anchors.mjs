@@ -2,11 +2,15 @@
 // (224², patch 16, width 192, 12 blocks, 3 heads, MLP 768, 1000 classes; the random weights of
 // `vitlens bench deit-tiny`), every contestant in one run on one machine, so that each ratio
 // compares like with like (absolute times depend on the CPU; see TOOLCHAIN.md):
-//   forward pass in chromium    vitlens.js (1 thread) and vitlens-mt.js (2 threads, cross-origin
-//                               isolated page) against ONNX Runtime Web (wasm, SIMD) on 1 and 2
+//   forward pass in chromium    the builds the page runs in chromium, vitlens-relaxed.js (1 thread;
+//                               relaxed SIMD's fused multiply-add in the products) and
+//                               vitlens-mt-relaxed.js (2 threads, cross-origin isolated page), and
+//                               the plain SIMD128 vitlens.js (1 thread), against ONNX Runtime Web
+//                               (wasm, SIMD) on 1 and 2; without the relaxed builds (no clang-16),
+//                               vitlens.js and vitlens-mt.js
 //   forward pass natively       build/vitlens against PyTorch 1.13 (Debian's, 1 thread) and
 //                               onnxruntime-node (1 thread)
-//   transformer-attribution     vitlens.js in chromium (and build/vitlens) against a float32
+//   transformer-attribution     vitlens-relaxed.js and vitlens.js in chromium (and build/vitlens) against a float32
 //                               PyTorch transcription of the original code's steps (Chefer, Gur &
 //                               Wolf, CVPR 2021), and a lean float32 version (bench/anchors_torch.py)
 // Before timing it checks that the same model is timed (every contestant's logits within 1e-4 of
@@ -253,8 +257,14 @@ async function main() {
     const ortNode = await startOrtNode(path.join(dir, 'model.onnx'), x, 1);
     const ortNode2 = await startOrtNode(path.join(dir, 'model.onnx'), x, 2);
     log('… vitlens in chromium …');
-    const vl1 = await vitlensPage(browser, await serve(wasmDir, false), 'vitlens.js', x, true);
-    const vl2 = await vitlensPage(browser, await serve(wasmDir, true), 'vitlens-mt.js', x, false);
+    // The page's builds in chromium (web/simd.js picks the relaxed-SIMD ones where the browser
+    // accepts them, as chromium does by default), and the plain SIMD128 build for comparison.
+    const relaxed = fs.existsSync(path.join(wasmDir, 'vitlens-relaxed.js')) && fs.existsSync(path.join(wasmDir, 'vitlens-mt-relaxed.js'));
+    if (!relaxed) log('no relaxed-SIMD builds in the wasm folder: the page\'s figures are those of the plain builds');
+    const plainServer = await serve(wasmDir, false);
+    const vl1 = await vitlensPage(browser, plainServer, 'vitlens.js', x, true);
+    const vlPage = relaxed ? await vitlensPage(browser, plainServer, 'vitlens-relaxed.js', x, true) : vl1;
+    const vl2 = await vitlensPage(browser, await serve(wasmDir, true), relaxed ? 'vitlens-mt-relaxed.js' : 'vitlens-mt.js', x, false);
     log('… ONNX Runtime Web in chromium …');
     const ort1 = await ortWebPage(browser, await serve(ortDist, false), 1, x);
     const ort2 = await ortWebPage(browser, await serve(ortDist, true), 2, x);
@@ -263,7 +273,8 @@ async function main() {
     log('checking the logits and the maps …');
     // The same model: every contestant's logits against vitlens.js's.
     const logits = {
-      'vitlens-mt.js (chromium)': vl2.logits, 'ONNX Runtime Web (1 thread)': ort1.logits,
+      ...(relaxed ? { 'vitlens-relaxed.js (chromium)': vlPage.logits } : {}),
+      [`${relaxed ? 'vitlens-mt-relaxed.js' : 'vitlens-mt.js'} (chromium)`]: vl2.logits, 'ONNX Runtime Web (1 thread)': ort1.logits,
       'ONNX Runtime Web (2 threads)': ort2.logits, 'onnxruntime-node': ortNode.logits,
       'PyTorch (float32)': py.ready.logits,
     };
@@ -273,6 +284,7 @@ async function main() {
 
     // The maps: vitlens.js's transformer-attribution against the PyTorch versions.
     const maps = { vitlens_target: vl1.target };
+    if (relaxed) maps.relaxed_vs_plain = maxRelError(vlPage.map, vl1.map);
     for (const kind of ['ta-faithful', 'ta-lean', 'ta-faithful-f64', 'ta-f64']) {
       const r = await py.ask({ map: kind });
       maps[kind] = { target: r.target, vs_vitlens: maxRelError(r.map, vl1.map), map: r.map };
@@ -284,11 +296,17 @@ async function main() {
     // largest against both float64 evaluations. The float32 ones are as far from vitlens as from
     // float64: that distance is the float32 floor of this input, not a disagreement.
     maps.vitlens_within_1e4_of_f64 = maps['ta-f64'].vs_vitlens <= 1e-4 && maps['ta-faithful-f64'].vs_vitlens <= 1e-4;
+    if (relaxed) {
+      const r = await py.ask({ map: 'ta-f64' });
+      maps.relaxed_vs_f64 = maxRelError(vlPage.map, r.map);
+      maps.vitlens_within_1e4_of_f64 &&= maps.relaxed_vs_f64 <= 1e-4;
+    }
     if (!maps.vitlens_within_1e4_of_f64) log('WARNING: vitlens\'s transformer-attribution map is more than 1e-4 from float64');
 
     // Contestants: [key, kind, run(n)]; kind picks the batch size. Those compared are neighbours.
     const contestants = [
       ['forward.chromium.vitlens_1t', 'fwd', vl1.run('forward')],
+      ...(relaxed ? [['forward.chromium.vitlens_relaxed_1t', 'fwd', vlPage.run('forward')]] : []),
       ['forward.chromium.ort_web_1t', 'fwd', ort1.run],
       ['forward.chromium.vitlens_mt_2t', 'fwd', vl2.run('forward')],
       ['forward.chromium.ort_web_2t', 'fwd', ort2.run],
@@ -298,6 +316,7 @@ async function main() {
       // Not an anchor: whether this machine has a second core free (threads pay off only then).
       ['forward.native.ort_node_2t', 'fwd', ortNode2.run],
       ['ta.chromium.vitlens_1t', 'ta', vl1.run('ta')],
+      ...(relaxed ? [['ta.chromium.vitlens_relaxed_1t', 'ta', vlPage.run('ta')]] : []),
       ['ta.native.pytorch_faithful_1t', 'ta', async (n) => (await py.ask({ run: 'ta-faithful', n })).ms],
       ['ta.native.pytorch_lean_1t', 'ta', async (n) => (await py.ask({ run: 'ta-lean', n })).ms],
     ];
@@ -323,14 +342,19 @@ async function main() {
       const rs = perRound[a].map((v, r) => v / perRound[b][r]);
       return { median: +median(rs).toFixed(3), range: [+Math.min(...rs).toFixed(3), +Math.max(...rs).toFixed(3)] };
     };
+    // The goals' ratios are those of the builds the page runs (relaxed SIMD in chromium).
+    const page1 = relaxed ? 'relaxed_1t' : '1t';
+    const mtName = relaxed ? 'vitlens-mt-relaxed' : 'vitlens-mt';
     const pairs = [
-      ['forward, chromium: vitlens 1t / ORT-web 1t (goal ≤ 0.45)', 'forward.chromium.vitlens_1t', 'forward.chromium.ort_web_1t'],
-      ['forward, chromium: vitlens-mt 2t / ORT-web 1t (goal ≤ 0.3)', 'forward.chromium.vitlens_mt_2t', 'forward.chromium.ort_web_1t'],
-      ['forward, chromium: vitlens-mt 2t / ORT-web 2t', 'forward.chromium.vitlens_mt_2t', 'forward.chromium.ort_web_2t'],
+      [`forward, chromium: ${relaxed ? 'vitlens-relaxed' : 'vitlens'} 1t / ORT-web 1t (goal ≤ 0.45)`, `forward.chromium.vitlens_${page1}`, 'forward.chromium.ort_web_1t'],
+      ...(relaxed ? [['forward, chromium: vitlens (plain SIMD128) 1t / ORT-web 1t', 'forward.chromium.vitlens_1t', 'forward.chromium.ort_web_1t']] : []),
+      [`forward, chromium: ${mtName} 2t / ORT-web 1t (goal ≤ 0.3)`, 'forward.chromium.vitlens_mt_2t', 'forward.chromium.ort_web_1t'],
+      [`forward, chromium: ${mtName} 2t / ORT-web 2t`, 'forward.chromium.vitlens_mt_2t', 'forward.chromium.ort_web_2t'],
       ['forward, native: vitlens / PyTorch', 'forward.native.vitlens_1t', 'forward.native.pytorch_1t'],
       ['forward, native: vitlens / onnxruntime-node', 'forward.native.vitlens_1t', 'forward.native.ort_node_1t'],
-      ['transformer-attribution: vitlens chromium / PyTorch faithful (goal ≤ 0.5)', 'ta.chromium.vitlens_1t', 'ta.native.pytorch_faithful_1t'],
-      ['transformer-attribution: vitlens chromium / PyTorch lean', 'ta.chromium.vitlens_1t', 'ta.native.pytorch_lean_1t'],
+      [`transformer-attribution: ${relaxed ? 'vitlens-relaxed' : 'vitlens'} chromium / PyTorch faithful (goal ≤ 0.5)`, `ta.chromium.vitlens_${page1}`, 'ta.native.pytorch_faithful_1t'],
+      ...(relaxed ? [['transformer-attribution: vitlens (plain SIMD128) chromium / PyTorch faithful', 'ta.chromium.vitlens_1t', 'ta.native.pytorch_faithful_1t']] : []),
+      [`transformer-attribution: ${relaxed ? 'vitlens-relaxed' : 'vitlens'} chromium / PyTorch lean`, `ta.chromium.vitlens_${page1}`, 'ta.native.pytorch_lean_1t'],
       ...(o.nativeTa ? [['transformer-attribution: vitlens native / PyTorch faithful', 'ta.native.vitlens_1t', 'ta.native.pytorch_faithful_1t']] : []),
     ].map(([label, a, b]) => [label, paired(a, b)]);
     const ratios = Object.fromEntries(pairs.map(([label, r]) => [label, r.median]));
@@ -341,7 +365,8 @@ async function main() {
       load_average: { start: loadStart.map((v) => +v.toFixed(2)), end: os.loadavg().map((v) => +v.toFixed(2)) },
       versions: { chromium: browser.version(), node: process.versions.node, torch: exported.torch, onnx: exported.onnx_version,
         onnxruntime_web: ort1.version, onnxruntime_node: ortNode.version },
-      settings: { rounds: o.rounds, iters: o.iters, ta_iters: o.taIters, threads: { 'vitlens-mt.js': vl2.threads, 'ORT-web': ort2.threads } },
+      settings: { rounds: o.rounds, iters: o.iters, ta_iters: o.taIters, relaxed_simd_builds: relaxed,
+        threads: { [`${mtName}.js`]: vl2.threads, 'ORT-web': ort2.threads } },
       checks: { logits_max_rel_error_vs_vitlens: logitCheck, transformer_attribution_maps: maps },
       median_ms: med,
       samples: Object.fromEntries(Object.entries(times).map(([k, v]) => [k, v.length])),
@@ -369,12 +394,15 @@ function printTable(out) {
     `onnxruntime-web ${out.versions.onnxruntime_web}, onnxruntime-node ${out.versions.onnxruntime_node}; ` +
     `${out.settings.rounds} rounds, medians (ms)\n`);
   console.log('| workload | vitlens | anchor |\n|---|---:|---|');
-  row('forward, chromium, 1 thread', m['forward.chromium.vitlens_1t'], `ONNX Runtime Web: ${m['forward.chromium.ort_web_1t']}`);
+  const relaxed = out.settings.relaxed_simd_builds;
+  if (relaxed) row('forward, chromium, 1 thread (vitlens-relaxed.js)', m['forward.chromium.vitlens_relaxed_1t'], `ONNX Runtime Web: ${m['forward.chromium.ort_web_1t']}`);
+  row(`forward, chromium, 1 thread (vitlens.js${relaxed ? ', plain SIMD128' : ''})`, m['forward.chromium.vitlens_1t'], `ONNX Runtime Web: ${m['forward.chromium.ort_web_1t']}`);
   row('forward, chromium, 2 threads (isolated)', m['forward.chromium.vitlens_mt_2t'], `ONNX Runtime Web: ${m['forward.chromium.ort_web_2t']}`);
   row('forward, native, 1 thread', m['forward.native.vitlens_1t'],
     `PyTorch: ${m['forward.native.pytorch_1t']}; onnxruntime-node: ${m['forward.native.ort_node_1t']}`);
-  row('transformer-attribution, chromium, 1 thread', m['ta.chromium.vitlens_1t'],
-    `PyTorch, original's steps: ${m['ta.native.pytorch_faithful_1t']}; lean: ${m['ta.native.pytorch_lean_1t']}`);
+  const anchorTa = `PyTorch, original's steps: ${m['ta.native.pytorch_faithful_1t']}; lean: ${m['ta.native.pytorch_lean_1t']}`;
+  if (relaxed) row('transformer-attribution, chromium, 1 thread (vitlens-relaxed.js)', m['ta.chromium.vitlens_relaxed_1t'], anchorTa);
+  row(`transformer-attribution, chromium, 1 thread (vitlens.js${relaxed ? ', plain SIMD128' : ''})`, m['ta.chromium.vitlens_1t'], anchorTa);
   if (m['ta.native.vitlens_1t'] !== undefined) row('transformer-attribution, native, 1 thread', m['ta.native.vitlens_1t'], '');
   console.log('\n| ratio (median over rounds of the paired medians) | |\n|---|---:|');
   for (const [k, v] of Object.entries(out.ratios)) {
@@ -386,7 +414,9 @@ function printTable(out) {
     (sc.free ? '' : ' — the second core was busy: the 2-thread figures say nothing about threading'));
   console.log('\nlogits, max |Δ| / max |logit| against vitlens.js:');
   for (const [k, v] of Object.entries(out.checks.logits_max_rel_error_vs_vitlens)) console.log(`  ${k}: ${v.toExponential(2)}`);
-  const { vitlens_target: target, vitlens_within_1e4_of_f64: exact, ...maps } = out.checks.transformer_attribution_maps;
+  const { vitlens_target: target, vitlens_within_1e4_of_f64: exact, relaxed_vs_plain: rvp, relaxed_vs_f64: rvf, ...maps } =
+    out.checks.transformer_attribution_maps;
+  if (rvp !== undefined) console.log(`vitlens-relaxed.js's transformer-attribution map: ${rvp.toExponential(2)} from vitlens.js's, ${rvf.toExponential(2)} from float64`);
   console.log(`transformer-attribution maps (vitlens's target ${target}; vitlens within 1e-4 of float64: ` +
     `${exact ? 'yes' : 'NO'}), max |Δ| / max |map|:`);
   for (const [k, v] of Object.entries(maps))
