@@ -51,8 +51,8 @@ void zero_rows_below(VecD& x, Eigen::Index n) {
 
 // The last block and the final norm formed for the head's rows (BlockOptionsT::rows), as full
 // n-row matrices whose other rows are zero: the relevance rules then run unchanged. No relevance
-// reaches those rows (it enters at the pooled tokens), and every rule sends zero relevance through
-// a zero row without dividing by it (safe_divide(0, 0) = 0, 0/stabilise(0) = 0).
+// reaches those rows (it enters at the pooled tokens), and every rule gives a zero row zero
+// relevance with no 0/0 (safe_divide(0, 0) = 0, 0/stabilise(0) = 0).
 void zero_rows_below(BlockTraceD& b, TraceD& t, Eigen::Index n) {
   for (MatD* x : {&b.ctx, &b.attn_out, &b.x_mid, &b.ln2, &b.fc1, &b.act, &b.mlp_out, &t.x_final, &t.ln_f})
     zero_rows_below(*x, n);

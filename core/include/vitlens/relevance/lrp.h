@@ -80,8 +80,9 @@ struct TraceD {
 // Relevance enters the last block only at the rows the head reads (head_rows: the pooled tokens),
 // so from its attention on that block and the final norm are formed for those rows only, the
 // other rows of their activations (attn, ctx, attn_out, x_mid, ln2, fc1, act, mlp_out, x_final,
-// ln_f and their statistics) left zero, unless `all_rows`: the same relevance either way, to the
-// last bit in wasm (tests/native/test_variants.cpp). A patch-mean pooling reads every row.
+// ln_f and their statistics) left zero, unless `all_rows`: the same relevance either way (to the
+// last bit in wasm, within 1e-12 natively: tests/native/test_variants.cpp). A patch-mean pooling
+// reads every row.
 void lrp_forward(TraceD& t, const Model& m, const Image& x, const std::vector<float>& head_mask = {},
                  bool all_rows = false);
 // The reduced-precision alternative (the methods' `precision=float32`): the float forward pass
