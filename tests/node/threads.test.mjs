@@ -71,22 +71,28 @@ describe('vitlens-mt.js (pthreads)', { skip }, () => {
     }
   });
 
-  test('products split over the pool (DeiT-tiny shape) give bit-identical logits and maps', async () => {
-    // The shipped model's products are below the split threshold (gemm.h, gemm_split_macs); DeiT-tiny's
-    // are above it, so here every linear layer and attention product runs in column blocks.
-    const bytes = deitTinyBytes();
-    const inputs = [setup(await loadVitlens(), bytes), setup(mt, bytes)];
-    try {
-      const [single, multi] = inputs;
-      assert.deepEqual(Array.from(multi.logits()), Array.from(single.logits()));
-      for (const method of ['transformer-attribution', 'grad-rollout', 'lrp', 'saliency']) {
-        const a = single.explain(method, {}), b = multi.explain(method, {});
-        assert.deepEqual(Array.from(b.tokenMap), Array.from(a.tokenMap), `${method}: the split changes the map`);
+  // Both models split their work: the linear layers in row ranges, the attention heads in
+  // groups, the relevance rules of both likewise (parallel.h, grain_for), and DeiT-tiny's
+  // backward products in column blocks (gemm.h, gemm_split_macs).
+  const splitMethods = ['transformer-attribution', 'grad-rollout', 'lrp', 'lrp:linear-rule=separate',
+    'partial-lrp', 'attnlrp', 'saliency', 'attn-gradcam'];
+  for (const [shape, bytes] of [['DeiT-tiny shape', deitTinyBytes], ['the shipped model', null]]) {
+    test(`work split over the pool (${shape}) gives bit-identical logits, maps and relevance sums`, async () => {
+      const inputs = [setup(await loadVitlens(), ...(bytes ? [bytes()] : [])), setup(mt, ...(bytes ? [bytes()] : []))];
+      try {
+        const [single, multi] = inputs;
+        assert.deepEqual(Array.from(multi.logits()), Array.from(single.logits()));
+        for (const method of splitMethods) {
+          const a = single.explain(method, {}), b = multi.explain(method, {});
+          assert.deepEqual(Array.from(b.tokenMap), Array.from(a.tokenMap), `${method}: the split changes the map`);
+          if (a.pixelMap) assert.deepEqual(Array.from(b.pixelMap), Array.from(a.pixelMap), `${method}: the pixel map`);
+          if (a.conservation) assert.deepEqual(b.conservation, a.conservation, `${method}: the conservation report`);
+        }
+      } finally {
+        for (const input of inputs) input.delete();
       }
-    } finally {
-      for (const input of inputs) input.delete();
-    }
-  });
+    });
+  }
 
   test('transformer-attribution with its two passes side by side (small model) gives vitlens.js\'s map', async () => {
     // Below the split threshold the float backward and the double forward run on a thread each

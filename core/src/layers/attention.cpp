@@ -60,9 +60,13 @@ void attention_forward_t(MatT<T>& ctx, std::vector<MatT<T>>& scores, std::vector
   ctx.resize(ptrdiff_t(copies) * r, d);
   if (keep_scores) scores.resize(size_t(copies) * size_t(heads));
   attn.resize(size_t(copies) * size_t(heads));
-  for (int c = 0; c < copies; ++c)
-    for (int h = 0; h < heads; ++h) {
-      const size_t i = size_t(c) * size_t(heads) + size_t(h);
+  // The copies' heads are independent (each writes its own A, S and columns of ctx): in ranges
+  // over the compute pool (vitlens-mt.js) when a head's products are worth a thread, each
+  // computed as on one thread.
+  parallel_ranges(copies * heads, grain_for(2.0 * r * n * dh), [&](int first, int last) {
+    for (int u = first; u < last; ++u) {
+      const int c = u / heads, h = u % heads;
+      const size_t i = size_t(u);
       const T* q = qkv.data() + ptrdiff_t(c) * n * 3 * d + h * dh;  // q_h, k_h, v_h: (n, dh), rows 3d apart
       const T* k = q + d;
       const T* v = q + 2 * d;
@@ -82,6 +86,7 @@ void attention_forward_t(MatT<T>& ctx, std::vector<MatT<T>>& scores, std::vector
       if (head_mask && head_mask[h] == 0.0f) A.setZero();
       gemm_nn(ctx.data() + ptrdiff_t(c) * r * d + h * dh, A.data(), v, r, dh, n, n, 3 * d, d, T(1), T(0));  // ctx_h = A·v
     }
+  });
 }
 
 }  // namespace
@@ -108,11 +113,18 @@ void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& 
   const size_t kept = keep ? size_t(copies) * size_t(heads) : 1;
   dscores.resize(kept);
   dattn.resize(kept);
-  for (int c = 0; c < copies; ++c) {
-    // the queries below the first r rows reach nothing: their gradient is 0
-    if (r < n) dqkv.block(ptrdiff_t(c) * n + r, 0, n - r, d).setZero();
-    for (int h = 0; h < heads; ++h) {
-      const size_t i = size_t(c) * size_t(heads) + size_t(h);
+  // the queries below the first r rows reach nothing: their gradient is 0
+  if (r < n)
+    for (int c = 0; c < copies; ++c) dqkv.block(ptrdiff_t(c) * n + r, 0, n - r, d).setZero();
+  // The copies' heads are independent (each writes its own columns of dqkv): in ranges over the
+  // compute pool (vitlens-mt.js) as in the forward pass; dA and dS not kept are scratch of the range.
+  const int units = copies * heads;
+  parallel_ranges(units, grain_for(4.0 * r * n * dh), [&](int first, int last) {
+    Mat range_dA, range_dS;
+    const bool whole = first == 0 && last == units;
+    for (int u = first; u < last; ++u) {
+      const int c = u / heads, h = u % heads;
+      const size_t i = size_t(u);
       const ptrdiff_t o3 = ptrdiff_t(c) * n * 3 * d + h * dh;
       const float* q = qkv.data() + o3;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
       const float* k = q + d;
@@ -122,8 +134,8 @@ void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& 
       float* dk = dq + d;
       float* dv = dq + 2 * d;
       const Mat& A = attn[i];  // (r, n)
-      Mat& dA = dattn[keep ? i : 0];
-      Mat& dS = dscores[keep ? i : 0];
+      Mat& dA = keep ? dattn[i] : whole ? dattn[0] : range_dA;
+      Mat& dS = keep ? dscores[i] : whole ? dscores[0] : range_dS;
       dA.resize(r, n);
       gemm_nt(dA.data(), dc, v, r, n, dh, d, 3 * d, n, 1.0f, 0.0f);   // dA = dc·vᵀ
       gemm_tn(dv, A.data(), dc, n, dh, r, n, d, 3 * d, 1.0f, 0.0f);   // dv = Aᵀ·dc
@@ -135,7 +147,7 @@ void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& 
       gemm_nn(dq, dS.data(), k, r, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dq = dS·k/√d_h
       gemm_tn(dk, dS.data(), q, n, dh, r, n, 3 * d, 3 * d, scale, 0.0f);  // dk = dSᵀ·q/√d_h
     }
-  }
+  });
 }
 
 void softmax_relevance(MatD& r_in, const RowsD& r, const RowsD& s, const RowsD& p, SoftmaxRule rule) {
@@ -203,8 +215,8 @@ AttentionRelevanceSums attention_relevance(MatD& r_qkv, std::vector<MatD>& r_att
   r_qkv.resize(n, 3 * d);
   r_qkv.block(m, 0, n - m, d).setZero();
   r_attn.resize(size_t(heads));
-  s.q = qkv.cast<float>();  // (n, 3d) the right operands q, k, v of the products with S
-  for (int h = 0; h < heads; ++h) {
+  // One head's relevance, with hs its scratch (s.q is shared, read only).
+  auto head_relevance = [&](int h, LrpScratch& hs, AttentionRelevanceSums& hsum) {
     const double* q = qkv.data() + h * dh;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
     const double* k = q + d;
     const double* v = q + 2 * d;
@@ -219,32 +231,49 @@ AttentionRelevanceSums attention_relevance(MatD& r_qkv, std::vector<MatD>& r_att
     RA.resize(n, n);
     RA.bottomRows(n - m).setZero();
     // ctx_h = A·v: Z = ctx_h, R_A = f·A ⊙ (S·vᵀ), R_v = f·v ⊙ (Aᵀ·S)  (Jᵀ of each operand)
-    double f = product_quotient(s.a, r_ctx.data() + h * dh, d, ctx.data() + h * dh, d, m, dh, product);
-    s.p.resize(m, n);
-    gemm_nt(s.p.data(), s.a.data(), vf, m, n, dh, dh, ld, n, 1.0f, 0.0f);  // S·vᵀ
-    sums.attn += scaled_product(RA.data(), n, f, A.data(), n, s.p, m, n);
-    s.w = A.topRows(m).cast<float>();  // (m, n)
-    s.p.resize(n, dh);
-    gemm_tn(s.p.data(), s.w.data(), s.a.data(), n, dh, m, n, dh, dh, 1.0f, 0.0f);  // Aᵀ·S
-    sums.v += scaled_product(rv, ld, f, v, ld, s.p, n, dh);
+    double f = product_quotient(hs.a, r_ctx.data() + h * dh, d, ctx.data() + h * dh, d, m, dh, product);
+    hs.p.resize(m, n);
+    gemm_nt(hs.p.data(), hs.a.data(), vf, m, n, dh, dh, ld, n, 1.0f, 0.0f);  // S·vᵀ
+    hsum.attn += scaled_product(RA.data(), n, f, A.data(), n, hs.p, m, n);
+    hs.w = A.topRows(m).cast<float>();  // (m, n)
+    hs.p.resize(n, dh);
+    gemm_tn(hs.p.data(), hs.w.data(), hs.a.data(), n, dh, m, n, dh, dh, 1.0f, 0.0f);  // Aᵀ·S
+    hsum.v += scaled_product(rv, ld, f, v, ld, hs.p, n, dh);
     // scores = q·kᵀ/√d_h; the product rule works on Z = q·kᵀ (the constant factor passes R)
-    s.z.resize(m, n);
-    gemm_nt(s.z.data(), q, k, m, n, dh, ld, ld, n, 1.0, 0.0);
+    hs.z.resize(m, n);
+    gemm_nt(hs.z.data(), q, k, m, n, dh, ld, ld, n, 1.0, 0.0);
     const double* r_scores = RA.data();  // the identity rule passes R_A on without a copy
     if (softmax != SoftmaxRule::identity) {
-      s.u = scale * s.z;  // (m, n) the scores
-      softmax_relevance(s.t, RA.topRows(m), s.u, A.topRows(m), softmax);
-      r_scores = s.t.data();
+      hs.u = scale * hs.z;  // (m, n) the scores
+      softmax_relevance(hs.t, RA.topRows(m), hs.u, A.topRows(m), softmax);
+      r_scores = hs.t.data();
     }
-    sums.scores += block_sum(r_scores, n, m, n);
+    hsum.scores += block_sum(r_scores, n, m, n);
     // Z = q·kᵀ: R_q = f·q ⊙ (S·k), R_k = f·k ⊙ (Sᵀ·q)
-    f = product_quotient(s.a, r_scores, n, s.z.data(), n, m, n, product);
-    s.p.resize(m, dh);
-    gemm_nn(s.p.data(), s.a.data(), kf, m, dh, n, n, ld, dh, 1.0f, 0.0f);  // S·k
-    sums.q += scaled_product(rq, ld, f, q, ld, s.p, m, dh);
-    s.p.resize(n, dh);
-    gemm_tn(s.p.data(), s.a.data(), qf, n, dh, m, n, ld, dh, 1.0f, 0.0f);  // Sᵀ·q
-    sums.k += scaled_product(rk, ld, f, k, ld, s.p, n, dh);
+    f = product_quotient(hs.a, r_scores, n, hs.z.data(), n, m, n, product);
+    hs.p.resize(m, dh);
+    gemm_nn(hs.p.data(), hs.a.data(), kf, m, dh, n, n, ld, dh, 1.0f, 0.0f);  // S·k
+    hsum.q += scaled_product(rq, ld, f, q, ld, hs.p, m, dh);
+    hs.p.resize(n, dh);
+    gemm_tn(hs.p.data(), hs.a.data(), qf, n, dh, m, n, ld, dh, 1.0f, 0.0f);  // Sᵀ·q
+    hsum.k += scaled_product(rk, ld, f, k, ld, hs.p, n, dh);
+  };
+  s.q = qkv.cast<float>();  // (n, 3d) the right operands q, k, v of the products with S
+  // The heads are independent (each writes its own R_A and columns of R_qkv): in ranges over the
+  // compute pool (vitlens-mt.js) when a head's products are worth a thread, with scratch of
+  // their own; each head's sums are added in head order afterwards, as one thread adds them.
+  std::vector<AttentionRelevanceSums> head_sums(static_cast<size_t>(heads));
+  parallel_ranges(heads, grain_for(5.0 * m * n * dh), [&](int first, int last) {
+    LrpScratch range_scratch;
+    LrpScratch& hs = first == 0 && last == heads ? s : range_scratch;
+    for (int h = first; h < last; ++h) head_relevance(h, hs, head_sums[size_t(h)]);
+  });
+  for (const AttentionRelevanceSums& h : head_sums) {
+    sums.attn += h.attn;
+    sums.v += h.v;
+    sums.scores += h.scores;
+    sums.q += h.q;
+    sums.k += h.k;
   }
   return sums;
 }

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "vitlens/tensor/gemm.h"
+#include "vitlens/tensor/parallel.h"
 #include "vitlens/layers/layers.h"
 
 namespace vitlens {
@@ -25,8 +26,13 @@ void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b, 
     w = wbuf.data();
   }
   y.resize(n, out);
-  gemm_nt(y.data(), x.data(), w, n, out, in, in, in, out, T(1), T(0));  // x·Wᵀ
-  y.rowwise() += b.cast<T>().transpose();
+  // Rows in ranges over the compute pool (vitlens-mt.js), the bias with them; each row is computed
+  // as in the whole product.
+  parallel_ranges(n, grain_for(double(in) * out), [&](int i0, int i1) {
+    gemm_nt(y.data() + ptrdiff_t(i0) * out, x.data() + ptrdiff_t(i0) * in, w, i1 - i0, out, in, in, in, out,
+            T(1), T(0));  // x·Wᵀ
+    y.middleRows(i0, i1 - i0).rowwise() += b.cast<T>().transpose();
+  });
 }
 
 }  // namespace
@@ -50,7 +56,11 @@ void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, con
   assert(dy.cols() == out && (!dW || (x.rows() == n && x.cols() == in)));  // x serves only dW
   if (dx) {
     dx->resize(n, in);
-    gemm_nn(dx->data(), dy.data(), W.data(), n, in, out, out, in, in, 1.0f, 0.0f);  // ∂(x·Wᵀ)/∂x = dy·W
+    // ∂(x·Wᵀ)/∂x = dy·W, in row ranges over the compute pool (vitlens-mt.js), as the forward
+    parallel_ranges(n, grain_for(double(in) * out), [&](int i0, int i1) {
+      gemm_nn(dx->data() + ptrdiff_t(i0) * in, dy.data() + ptrdiff_t(i0) * out, W.data(), i1 - i0, in, out,
+              out, in, in, 1.0f, 0.0f);
+    });
   }
   if (dW) {
     assert(dW->rows() == out && dW->cols() == in);
@@ -72,6 +82,117 @@ double positive_sum(const double* x, const float* w, int in) {
   return z;
 }
 
+// Runs fn(i0, i1, a, p) over ranges of the rows [0, m) (parallel_ranges: split over the compute
+// pool when each range holds ≥ grain rows), a and p the range's float buffers: the scratch's
+// own when the rows run as one range, else buffers of the range.
+template <typename F>
+void over_rows(int m, int grain, Mat& a, Mat& p, F&& fn) {
+  parallel_ranges(m, grain, [&](int i0, int i1) {
+    if (i1 - i0 == m) return fn(0, m, a, p);
+    Mat range_a, range_p;
+    fn(i0, i1, range_a, range_p);
+  });
+}
+
+// The rows [i0, i1) of the relevance products, each rule on its own: a and p are float buffers
+// of the range (S or |x|, and the products), w the rule's weights in float ([W | |W|], [W⁺ | W⁻],
+// or W itself for ε). Every row is computed as it is when the products run whole (the kernel's
+// sum over k does not depend on the rows around it), so a split over rows changes no bit.
+struct RowRange {
+  int i0, i1;
+  int rows() const { return i1 - i0; }
+};
+
+// R_in = x ⊙ ((R / stab(z))·W), z = x·Wᵀ + b  (Bach et al. 2015; AttnLRP)
+void epsilon_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W, RowRange g,
+                  Mat& a, Mat& p) {
+  const int in = int(W.cols()), out = int(W.rows()), m = g.rows();
+  a.resize(m, out);  // S
+  for (int i = g.i0; i < g.i1; ++i) {
+    const double *ri = r.row(i).data(), *yi = y.row(i).data();
+    float* si = a.row(i - g.i0).data();
+    for (int o = 0; o < out; ++o) si[o] = float(ri[o] / stabilise(yi[o]));
+  }
+  p.resize(m, in);  // S·W
+  gemm_nn(p.data(), a.data(), W.data(), m, in, out, out, in, in, 1.0f, 0.0f);
+  for (int i = g.i0; i < g.i1; ++i) {
+    const double* xi = x.row(i).data();
+    const float* pi = p.row(i - g.i0).data();
+    double* ri = r_in.row(i).data();
+    for (int j = 0; j < in; ++j) ri[j] = xi[j] * double(pi[j]);
+  }
+}
+
+// The older α1β0 rule of Chefer et al. 2021's "LRP" and "partial LRP" baselines (the first rule
+// set of the paper's code; METHODS.md), one denominator per sign, safe_divide:
+//   Z⁺ = x⁺·W⁺ᵀ, Z⁻ = x⁻·W⁻ᵀ, R_in = x⁺ ⊙ ((R/Z⁺)·W⁺) + x⁻ ⊙ ((R/Z⁻)·W⁻).
+// Each sign passes all of R on wherever its Z ≠ 0, so ΣR_in is up to 2ΣR: not conserving.
+// Both Z are sums of non-negative terms (no cancellation): float products suffice.
+// w = [W⁺ | W⁻] (out, 2·in).
+void separate_rows(MatD& r_in, const MatD& r, const MatD& x, const Mat& w, RowRange g, Mat& a, Mat& p) {
+  const int in = int(w.cols()) / 2, out = int(w.rows()), m = g.rows();
+  a.resize(m, 2 * in);  // [x⁺ | x⁻]
+  a.leftCols(in) = x.middleRows(g.i0, m).cwiseMax(0.0).cast<float>();
+  a.rightCols(in) = x.middleRows(g.i0, m).cwiseMin(0.0).cast<float>();
+  p.resize(m, 2 * out);  // [Z⁺ | Z⁻]
+  gemm_nt(p.data(), a.data(), w.data(), m, out, in, 2 * in, 2 * in, 2 * out, 1.0f, 0.0f);
+  gemm_nt(p.data() + out, a.data() + in, w.data() + in, m, out, in, 2 * in, 2 * in, 2 * out, 1.0f, 0.0f);
+  a.resize(m, 2 * out);  // [S⁺ | S⁻] = [R/Z⁺ | R/Z⁻]
+  for (int i = g.i0; i < g.i1; ++i) {
+    const double* ri = r.row(i).data();
+    const float* zi = p.row(i - g.i0).data();
+    float* si = a.row(i - g.i0).data();
+    for (int o = 0; o < out; ++o) {
+      si[o] = float(safe_divide(ri[o], double(zi[o])));
+      si[out + o] = float(safe_divide(ri[o], double(zi[out + o])));
+    }
+  }
+  p.resize(m, 2 * in);  // [S⁺·W⁺ | S⁻·W⁻]
+  gemm_nn(p.data(), a.data(), w.data(), m, in, out, 2 * out, 2 * in, 2 * in, 1.0f, 0.0f);
+  gemm_nn(p.data() + in, a.data() + out, w.data() + in, m, in, out, 2 * out, 2 * in, 2 * in, 1.0f, 0.0f);
+  for (int i = g.i0; i < g.i1; ++i) {
+    const double* xi = x.row(i).data();
+    const float* pi = p.row(i - g.i0).data();
+    double* ri = r_in.row(i).data();
+    for (int j = 0; j < in; ++j) ri[j] = xi[j] > 0.0 ? xi[j] * double(pi[j]) : xi[j] * double(pi[in + j]);
+  }
+}
+
+// LRP-α1β0 with one shared denominator (Bach et al. 2015; Chefer et al. 2021):
+//   Z = x⁺·W⁺ᵀ + x⁻·W⁻ᵀ, S = R/Z, R_in = x⁺⊙(S·W⁺) + x⁻⊙(S·W⁻).
+// With p⁺q⁺ + p⁻q⁻ = ½(pq + |p||q|): Z = ½(x·Wᵀ + |x|·|W|ᵀ), where x·Wᵀ = y − b, and
+// R_in = ½(x⊙(S·W) + |x|⊙(S·|W|)) — three products instead of four. |x|·|W|ᵀ = Σ_j|z_j| runs
+// in float (a sum of non-negative terms, relative error ~√in·2⁻²⁴), but the half-sum cancels
+// when the positive contributions z_j⁺ are a small share of Σ|z_j|: there Z (0 when every
+// z_j ≤ 0) is recomputed exactly as Σ_j z_j⁺ in double (kExactShare below; rare).
+// w = [W | |W|] (out, 2·in).
+void shared_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W, const Vec& b,
+                 const Mat& w, RowRange g, Mat& a, Mat& p) {
+  const int in = int(W.cols()), out = int(W.rows()), m = g.rows();
+  a = x.middleRows(g.i0, m).cwiseAbs().cast<float>();  // (m, in) |x|
+  p.resize(m, out);                                    // |x|·|W|ᵀ
+  gemm_nt(p.data(), a.data(), w.data() + in, m, out, in, in, 2 * in, out, 1.0f, 0.0f);
+  a.resize(m, out);  // S = R / Z, rounded to float for the products
+  for (int i = g.i0; i < g.i1; ++i) {
+    const double *ri = r.row(i).data(), *yi = y.row(i).data();
+    const float* pi = p.row(i - g.i0).data();
+    float* si = a.row(i - g.i0).data();
+    for (int o = 0; o < out; ++o) si[o] = float(safe_divide(ri[o], 0.5 * ((yi[o] - double(b[o])) + double(pi[o]))));
+    // The rare cancelling Z, apart so that the loop above stays vectorised.
+    for (int o = 0; o < out; ++o)
+      if ((yi[o] - double(b[o])) + double(pi[o]) < 2.0 * kExactShare * double(pi[o]))
+        si[o] = float(safe_divide(ri[o], positive_sum(x.row(i).data(), W.row(o).data(), in)));
+  }
+  p.resize(m, 2 * in);  // S·[W | |W|]
+  gemm_nn(p.data(), a.data(), w.data(), m, 2 * in, out, out, 2 * in, 2 * in, 1.0f, 0.0f);
+  for (int i = g.i0; i < g.i1; ++i) {
+    const double* xi = x.row(i).data();
+    const float* pi = p.row(i - g.i0).data();  // (2·in) [S·W | S·|W|]
+    double* ri = r_in.row(i).data();
+    for (int j = 0; j < in; ++j) ri[j] = 0.5 * (xi[j] * double(pi[j]) + std::fabs(xi[j]) * double(pi[in + j]));
+  }
+}
+
 }  // namespace
 
 void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W,
@@ -82,92 +203,26 @@ void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, c
   r_in.resize(n, in);
   r_in.bottomRows(n - m).setZero();
   if (m == 0) return;
-  if (rule == LinearRule::epsilon) {
-    // R_in = x ⊙ ((R / stab(z))·W), z = x·Wᵀ + b  (Bach et al. 2015; AttnLRP)
-    s.a.resize(m, out);  // S
-    for (int i = 0; i < m; ++i) {
-      const double *ri = r.row(i).data(), *yi = y.row(i).data();
-      float* si = s.a.row(i).data();
-      for (int o = 0; o < out; ++o) si[o] = float(ri[o] / stabilise(yi[o]));
-    }
-    s.p.resize(m, in);  // S·W
-    gemm_nn(s.p.data(), s.a.data(), W.data(), m, in, out, out, in, in, 1.0f, 0.0f);
-    for (int i = 0; i < m; ++i) {
-      const double* xi = x.row(i).data();
-      const float* pi = s.p.row(i).data();
-      double* ri = r_in.row(i).data();
-      for (int j = 0; j < in; ++j) ri[j] = xi[j] * double(pi[j]);
-    }
-    return;
-  }
   if (rule == LinearRule::alpha1beta0_separate) {
-    // The older α1β0 rule of Chefer et al. 2021's "LRP" and "partial LRP" baselines (the first
-    // rule set of the paper's code; METHODS.md), one denominator per sign, safe_divide:
-    //   Z⁺ = x⁺·W⁺ᵀ, Z⁻ = x⁻·W⁻ᵀ, R_in = x⁺ ⊙ ((R/Z⁺)·W⁺) + x⁻ ⊙ ((R/Z⁻)·W⁻).
-    // Each sign passes all of R on wherever its Z ≠ 0, so ΣR_in is up to 2ΣR: not conserving.
-    // Both Z are sums of non-negative terms (no cancellation): float products suffice.
     s.w.resize(out, 2 * in);  // [W⁺ | W⁻]
     s.w.leftCols(in) = W.cwiseMax(0.0f);
     s.w.rightCols(in) = W.cwiseMin(0.0f);
-    s.a.resize(m, 2 * in);  // [x⁺ | x⁻]
-    s.a.leftCols(in) = x.topRows(m).cwiseMax(0.0).cast<float>();
-    s.a.rightCols(in) = x.topRows(m).cwiseMin(0.0).cast<float>();
-    s.p.resize(m, 2 * out);  // [Z⁺ | Z⁻]
-    gemm_nt(s.p.data(), s.a.data(), s.w.data(), m, out, in, 2 * in, 2 * in, 2 * out, 1.0f, 0.0f);
-    gemm_nt(s.p.data() + out, s.a.data() + in, s.w.data() + in, m, out, in, 2 * in, 2 * in, 2 * out, 1.0f, 0.0f);
-    s.a.resize(m, 2 * out);  // [S⁺ | S⁻] = [R/Z⁺ | R/Z⁻]
-    for (int i = 0; i < m; ++i) {
-      const double* ri = r.row(i).data();
-      const float* zi = s.p.row(i).data();
-      float* si = s.a.row(i).data();
-      for (int o = 0; o < out; ++o) {
-        si[o] = float(safe_divide(ri[o], double(zi[o])));
-        si[out + o] = float(safe_divide(ri[o], double(zi[out + o])));
-      }
-    }
-    s.p.resize(m, 2 * in);  // [S⁺·W⁺ | S⁻·W⁻]
-    gemm_nn(s.p.data(), s.a.data(), s.w.data(), m, in, out, 2 * out, 2 * in, 2 * in, 1.0f, 0.0f);
-    gemm_nn(s.p.data() + in, s.a.data() + out, s.w.data() + in, m, in, out, 2 * out, 2 * in, 2 * in, 1.0f, 0.0f);
-    for (int i = 0; i < m; ++i) {
-      const double* xi = x.row(i).data();
-      const float* pi = s.p.row(i).data();
-      double* ri = r_in.row(i).data();
-      for (int j = 0; j < in; ++j) ri[j] = xi[j] > 0.0 ? xi[j] * double(pi[j]) : xi[j] * double(pi[in + j]);
-    }
-    return;
+  } else if (rule != LinearRule::epsilon) {
+    s.w.resize(out, 2 * in);  // [W | |W|]
+    s.w.leftCols(in) = W;
+    s.w.rightCols(in) = W.cwiseAbs();
   }
-  // LRP-α1β0 with one shared denominator (Bach et al. 2015; Chefer et al. 2021):
-  //   Z = x⁺·W⁺ᵀ + x⁻·W⁻ᵀ, S = R/Z, R_in = x⁺⊙(S·W⁺) + x⁻⊙(S·W⁻).
-  // With p⁺q⁺ + p⁻q⁻ = ½(pq + |p||q|): Z = ½(x·Wᵀ + |x|·|W|ᵀ), where x·Wᵀ = y − b, and
-  // R_in = ½(x⊙(S·W) + |x|⊙(S·|W|)) — three products instead of four. |x|·|W|ᵀ = Σ_j|z_j| runs
-  // in float (a sum of non-negative terms, relative error ~√in·2⁻²⁴), but the half-sum cancels
-  // when the positive contributions z_j⁺ are a small share of Σ|z_j|: there Z (0 when every
-  // z_j ≤ 0) is recomputed exactly as Σ_j z_j⁺ in double (kExactShare below; rare).
-  s.w.resize(out, 2 * in);  // [W | |W|]
-  s.w.leftCols(in) = W;
-  s.w.rightCols(in) = W.cwiseAbs();
-  s.a = x.topRows(m).cwiseAbs().cast<float>();  // (m, in) |x|
-  s.p.resize(m, out);                           // |x|·|W|ᵀ
-  gemm_nt(s.p.data(), s.a.data(), s.w.data() + in, m, out, in, in, 2 * in, out, 1.0f, 0.0f);
-  s.a.resize(m, out);  // S = R / Z, rounded to float for the products
-  for (int i = 0; i < m; ++i) {
-    const double *ri = r.row(i).data(), *yi = y.row(i).data();
-    const float* pi = s.p.row(i).data();
-    float* si = s.a.row(i).data();
-    for (int o = 0; o < out; ++o) si[o] = float(safe_divide(ri[o], 0.5 * ((yi[o] - double(b[o])) + double(pi[o]))));
-    // The rare cancelling Z, apart so that the loop above stays vectorised.
-    for (int o = 0; o < out; ++o)
-      if ((yi[o] - double(b[o])) + double(pi[o]) < 2.0 * kExactShare * double(pi[o]))
-        si[o] = float(safe_divide(ri[o], positive_sum(x.row(i).data(), W.row(o).data(), in)));
-  }
-  s.p.resize(m, 2 * in);  // S·[W | |W|]
-  gemm_nn(s.p.data(), s.a.data(), s.w.data(), m, 2 * in, out, out, 2 * in, 2 * in, 1.0f, 0.0f);
-  for (int i = 0; i < m; ++i) {
-    const double* xi = x.row(i).data();
-    const float* pi = s.p.row(i).data();  // (2·in) [S·W | S·|W|]
-    double* ri = r_in.row(i).data();
-    for (int j = 0; j < in; ++j) ri[j] = 0.5 * (xi[j] * double(pi[j]) + std::fabs(xi[j]) * double(pi[in + j]));
-  }
+  // The rows' products, per rule: ε one (S·W), α1β0 three, the older α1β0 four.
+  const int products = rule == LinearRule::epsilon ? 1 : rule == LinearRule::alpha1beta0_separate ? 4 : 3;
+  over_rows(m, grain_for(double(products) * in * out), s.a, s.p, [&](int i0, int i1, Mat& a, Mat& p) {
+    const RowRange g{i0, i1};
+    if (rule == LinearRule::epsilon)
+      epsilon_rows(r_in, r, x, y, W, g, a, p);
+    else if (rule == LinearRule::alpha1beta0_separate)
+      separate_rows(r_in, r, x, s.w, g, a, p);
+    else
+      shared_rows(r_in, r, x, y, W, b, s.w, g, a, p);
+  });
 }
 
 }  // namespace vitlens

@@ -75,16 +75,18 @@ RelevancePass& chefer_pass(ExplainState& st, const MethodOptions& opt, LrpRules&
 void transformer_attribution(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   const Config& c = m.config;
   const int lowest = opt.block >= 0 ? opt.block : opt.start_layer;
-  // The float backward (∇A) and the double forward the relevance pass reads are independent. When
-  // the model's products are too small to be split over threads (gemm.h; the shipped model's) and a
-  // second thread is free (vitlens-mt.js), they run side by side, one thread each: 18.3–18.7 →
-  // 16.4–16.9 ms on the shipped model in node. Larger models keep the split products, which pay
-  // more (DeiT-tiny: 314 ms against 324 ms side by side).
+  // The float backward (∇A) and the double forward the relevance pass reads are independent. On a
+  // small model (the largest product under kSideBySideMacs; the shipped model's) with a second
+  // thread free (vitlens-mt.js), they run side by side, one thread each: 18.3–18.7 → 16.4–16.9
+  // ms on the shipped model in node; with the layers splitting their own work (parallel.h) it
+  // still pays there (12.8–13.7 against 13.8–13.9 ms with the forward pass). Larger models split
+  // each pass, which pays more (DeiT-tiny: 314 ms against 324 ms side by side).
+  constexpr double kSideBySideMacs = double(1 << 21);
   const double largest_product =  // qkv or fc1, or the patch embedding (large patches)
       double(c.dim) * std::max(double(c.tokens()) * std::max(3 * c.dim, c.mlp_dim),
                                double(c.num_patches()) * c.channels * c.patch * c.patch);
   if (opt.weight == AttnWeight::grad && st.grads_target != out.target && !st.has_trace_d &&
-      opt.precision == LrpPrecision::float64 && largest_product < gemm_split_macs && compute_pool().available() >= 2)
+      opt.precision == LrpPrecision::float64 && largest_product < kSideBySideMacs && compute_pool().available() >= 2)
     compute_pool().run(2, [&](int t) { t == 0 ? void(target_grads(m, st, out.target)) : void(trace_d(m, st, opt.precision)); });
   const Grads* g = opt.weight == AttnWeight::grad ? &target_grads(m, st, out.target) : nullptr;
   // The per-block, per-head weights W_h of Ā_b (nullptr: none).

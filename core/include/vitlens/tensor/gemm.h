@@ -22,8 +22,10 @@ namespace vitlens {
 
 // In the pthreads wasm build, products of at least this many multiply-adds are split over
 // compute_pool() (parallel.h) in column blocks; smaller ones, and every product elsewhere, run on
-// the calling thread. 2²¹ is ~4 MFLOP, ~80 µs on one core, against microseconds to wake a worker.
-constexpr double gemm_split_macs = double(1 << 21);
+// the calling thread. 2¹⁹ is ~1 MFLOP, ~20 µs on one core, against a few microseconds to hand a
+// block to a worker that spins between calls. (The layers split most of their work themselves,
+// in row ranges or heads, before it reaches a product: parallel.h, grain_for.)
+constexpr double gemm_split_macs = double(1 << 19);
 
 // C = alpha·A·B + beta·C.    A (M, K) lda, B (K, N) ldb, C (M, N) ldc
 void gemm_nn(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,

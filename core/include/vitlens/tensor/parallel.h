@@ -93,6 +93,16 @@ class WorkerPool {
 // (natively the products stay on the calling thread). Started on first use.
 WorkerPool& compute_pool();
 
+// The work below which a range of parallel_ranges is not worth a thread of its own, in
+// multiply-adds (~5 µs on one core): the pool's workers spin between calls, so a split costs a
+// few microseconds.
+constexpr double range_split_macs = double(1 << 17);
+
+// The grain for parallel_ranges when an item (a row) costs `macs` multiply-adds.
+inline int grain_for(double macs) {
+  return macs >= range_split_macs ? 1 : int(range_split_macs / std::max(macs, 1.0)) + 1;
+}
+
 // Runs fn(begin, end) over contiguous ranges covering [0, n), on compute_pool()'s threads when
 // there are at least 2·grain items (each range then holds ≥ grain), else fn(0, n) here. For
 // element- and row-wise loops between the products (the activation, the softmax): the results do
