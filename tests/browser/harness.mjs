@@ -68,20 +68,22 @@ export function appSession({ isolate = false } = {}) {
 
 // A fresh context and page; every request is recorded, and any that would leave 127.0.0.1 is
 // aborted and recorded as offsite. touch: a phone (touch events, mobile viewport, 2 device pixels
-// a CSS pixel).
-export async function openPage(env, { viewport = { width: 1400, height: 1000 }, touch = false } = {}) {
+// a CSS pixel). intercept: false leaves the requests alone (nothing recorded, nothing aborted), for
+// timings: Playwright's interception holds every request of the page until node has answered it,
+// which made the first explanation ~0.1 s later (measure.mjs).
+export async function openPage(env, { viewport = { width: 1400, height: 1000 }, touch = false, intercept = true } = {}) {
   const phone = touch ? { hasTouch: true, isMobile: true, deviceScaleFactor: 2 } : {};
   const context = await env.browser.newContext({ viewport, acceptDownloads: true, ...phone });
   const requests = [];
   const offsite = [];
   const consoleErrors = [];
-  await context.route('**/*', (route) => {
+  if (intercept) await context.route('**/*', (route) => {
     const url = new URL(route.request().url());
     if (url.protocol === 'data:' || url.protocol === 'blob:' || url.hostname === '127.0.0.1') return route.continue();
     offsite.push(url.href);
     return route.abort();
   });
-  context.on('request', (r) => requests.push(r.url()));
+  if (intercept) context.on('request', (r) => requests.push(r.url()));
   const page = await context.newPage();
   page.on('console', (m) => {
     if (m.type() === 'error' || m.type() === 'warning') consoleErrors.push(`${m.type()}: ${m.text()}`);

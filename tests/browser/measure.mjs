@@ -7,7 +7,9 @@
 // and relevance passes when the method needs them); "again" = the same call repeated (they are
 // reused); "grid" = a forward pass, then every method once, as the page's grid does.
 // --isolate serves COOP/COEP: the worker runs the pthreads build vitlens-mt.js (and has 5 µs
-// timers instead of 100 µs).
+// timers instead of 100 µs). The page is opened as a user's browser opens it, without the tests'
+// request interception (harness.mjs, openPage), which delays each request through node: the
+// first explanation came ~0.1 s later with it; --intercept measures that way.
 import { launch, modelsDir, openPage, skipReason } from './harness.mjs';
 
 const args = process.argv.slice(2);
@@ -18,6 +20,7 @@ const opt = (name, def) => {
 const runs = opt('--runs', 5);
 const rounds = opt('--rounds', 15);
 const isolate = args.includes('--isolate');
+const intercept = args.includes('--intercept');
 
 const skip = skipReason();
 if (skip) {
@@ -37,7 +40,7 @@ try {
   const timelines = [];
   let image = null;
   for (let i = 0; i < runs; i++) {
-    const tab = await openPage(env);
+    const tab = await openPage(env, { intercept });
     await tab.page.goto(env.server.url);
     await tab.page.waitForFunction(() => document.documentElement.dataset.firstExplanationMs, null, { timeout: 60_000 });
     first.push(Number(await tab.page.evaluate(() => document.documentElement.dataset.firstExplanationMs)));
@@ -46,7 +49,7 @@ try {
     await tab.context.close();
   }
 
-  const tab = await openPage(env);
+  const tab = await openPage(env, { intercept });
   await tab.page.goto(env.server.url);
   await tab.page.waitForFunction(() => document.documentElement.dataset.firstExplanationMs, null, { timeout: 60_000 });
   const info = await tab.page.textContent('#model-info');
@@ -100,7 +103,7 @@ try {
 
   console.log(`model: ${info}`);
   console.log(`chromium ${env.browser.version()}, ${r.isolated ? 'cross-origin isolated' : 'not isolated'}, ${r.engine} with ${r.threads} thread(s), ${rounds} rounds, medians\n`);
-  console.log(`time from opening the page to the first explanation: median ${median(first).toFixed(0)} ms (runs: ${first.join(', ')} ms)`);
+  console.log(`time from opening the page to the first explanation${intercept ? ' (requests intercepted, as in the tests)' : ''}: median ${median(first).toFixed(0)} ms (runs: ${first.join(', ')} ms)`);
   console.log(`  stages, ms since navigation: ${timelines.join('  ')}`);
   console.log(`forward pass (prepareRGBA, 64×64 input): ${median(r.forward).toFixed(2)} ms\n`);
   console.log('| method | after a new image (ms) | again (ms) |');
