@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "vitlens/tensor/parallel.h"
 
@@ -266,11 +267,15 @@ void gemm(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, i
     return;
   }
   const int kb = even_block(K, KC, 1), mb = even_block(M, Bl::MC, MR), nb = even_block(N, Bl::NC, Bl::NR);
-  // Packed A (mb, kb) then packed B (kb, nb), 64-byte aligned.
+  // Packed A (mb, kb) then packed B (kb, nb), 64-byte aligned, in a buffer of the calling thread
+  // that only grows (to at most MC·KC + KC·NC values, 2.3 MiB) and holds nothing between calls:
+  // a fresh allocation per product cost the split explanations of vitlens-mt.js 2–7 % (both
+  // threads allocating at once; the pthreads build's malloc takes a lock), vitlens.js ~1 %.
   const size_t a_size = size_t(mb) * size_t(kb), b_size = size_t(kb) * size_t(nb);
   constexpr size_t align = 64 / sizeof(T);
-  std::unique_ptr<T[]> buffer(new T[a_size + b_size + align]);
-  T* const ap = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buffer.get()) + 63) & ~uintptr_t(63));
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < a_size + b_size + align) buffer.resize(a_size + b_size + align);
+  T* const ap = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) & ~uintptr_t(63));
   T* const bp = ap + a_size;
   for (int jc = 0; jc < N; jc += nb) {
     const int nc = std::min(nb, N - jc);
