@@ -263,9 +263,7 @@ AttentionRelevanceSums attention_relevance(MatD& r_qkv, std::vector<MatD>& r_att
   // compute pool (vitlens-mt.js) when a head's products are worth a thread, with scratch of
   // their own; each head's sums are added in head order afterwards, as one thread adds them.
   std::vector<AttentionRelevanceSums> head_sums(static_cast<size_t>(heads));
-  parallel_ranges(heads, grain_for(5.0 * m * n * dh), [&](int first, int last) {
-    LrpScratch range_scratch;
-    LrpScratch& hs = first == 0 && last == heads ? s : range_scratch;
+  ranges_with_scratch(heads, grain_for(5.0 * m * n * dh), s, [&](int first, int last, LrpScratch& hs) {
     for (int h = first; h < last; ++h) head_relevance(h, hs, head_sums[size_t(h)]);
   });
   for (const AttentionRelevanceSums& h : head_sums) {

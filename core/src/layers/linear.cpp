@@ -82,18 +82,6 @@ double positive_sum(const double* x, const float* w, int in) {
   return z;
 }
 
-// Runs fn(i0, i1, a, p) over ranges of the rows [0, m) (parallel_ranges: split over the compute
-// pool when each range holds ≥ grain rows), a and p the range's float buffers: the scratch's
-// own when the rows run as one range, else buffers of the range.
-template <typename F>
-void over_rows(int m, int grain, Mat& a, Mat& p, F&& fn) {
-  parallel_ranges(m, grain, [&](int i0, int i1) {
-    if (i1 - i0 == m) return fn(0, m, a, p);
-    Mat range_a, range_p;
-    fn(i0, i1, range_a, range_p);
-  });
-}
-
 // The rows [i0, i1) of the relevance products, each rule on its own: a and p are float buffers
 // of the range (S or |x|, and the products), w the rule's weights in float ([W | |W|], [W⁺ | W⁻],
 // or W itself for ε). Every row is computed as it is when the products run whole (the kernel's
@@ -214,14 +202,14 @@ void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, c
   }
   // The rows' products, per rule: ε one (S·W), α1β0 three, the older α1β0 four.
   const int products = rule == LinearRule::epsilon ? 1 : rule == LinearRule::alpha1beta0_separate ? 4 : 3;
-  over_rows(m, grain_for(double(products) * in * out), s.a, s.p, [&](int i0, int i1, Mat& a, Mat& p) {
+  ranges_with_scratch(m, grain_for(double(products) * in * out), s, [&](int i0, int i1, LrpScratch& rs) {
     const RowRange g{i0, i1};
     if (rule == LinearRule::epsilon)
-      epsilon_rows(r_in, r, x, y, W, g, a, p);
+      epsilon_rows(r_in, r, x, y, W, g, rs.a, rs.p);
     else if (rule == LinearRule::alpha1beta0_separate)
-      separate_rows(r_in, r, x, s.w, g, a, p);
+      separate_rows(r_in, r, x, s.w, g, rs.a, rs.p);
     else
-      shared_rows(r_in, r, x, y, W, b, s.w, g, a, p);
+      shared_rows(r_in, r, x, y, W, b, s.w, g, rs.a, rs.p);
   });
 }
 

@@ -79,8 +79,9 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
   // small model (the largest product under kSideBySideMacs; the shipped model's) with a second
   // thread free (vitlens-mt.js), they run side by side, one thread each: 18.3–18.7 → 16.4–16.9
   // ms on the shipped model in node; with the layers splitting their own work (parallel.h) it
-  // still pays there (12.8–13.7 against 13.8–13.9 ms with the forward pass). Larger models split
-  // each pass, which pays more (DeiT-tiny: 314 ms against 324 ms side by side).
+  // still pays there, if less (13.0–13.5 against 13.3–13.6 ms with the forward pass, three
+  // interleaved runs). Larger models split each pass, which paid more before the layers' splits
+  // (DeiT-tiny: 314 ms against 324 ms side by side; not measured since).
   constexpr double kSideBySideMacs = double(1 << 21);
   const double largest_product =  // qkv or fc1, or the patch embedding (large patches)
       double(c.dim) * std::max(double(c.tokens()) * std::max(3 * c.dim, c.mlp_dim),

@@ -35,7 +35,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "vitlens/tensor/parallel.h"
@@ -268,7 +267,8 @@ void gemm(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, i
   }
   const int kb = even_block(K, KC, 1), mb = even_block(M, Bl::MC, MR), nb = even_block(N, Bl::NC, Bl::NR);
   // Packed A (mb, kb) then packed B (kb, nb), 64-byte aligned, in a buffer of the calling thread
-  // that only grows (to at most MC·KC + KC·NC values, 2.3 MiB) and holds nothing between calls:
+  // (one per element type) that only grows, to at most MC·KC + KC·NC values (2.3 MiB), and holds
+  // nothing between calls:
   // a fresh allocation per product cost the split explanations of vitlens-mt.js 2–7 % (both
   // threads allocating at once; the pthreads build's malloc takes a lock), vitlens.js ~1 %.
   const size_t a_size = size_t(mb) * size_t(kb), b_size = size_t(kb) * size_t(nb);

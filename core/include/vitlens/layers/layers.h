@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "vitlens/layers/activation.h"
+#include "vitlens/tensor/parallel.h"
 #include "vitlens/tensor/tensor.h"
 
 namespace vitlens {
@@ -125,6 +126,18 @@ struct LrpScratch {
   MatD t;  // products with S in double (patch embedding); the softmax rule's output (attention)
   MatD u;  // scores (attention core)
 };
+
+// Runs fn(first, last, scratch) over ranges of [0, n) (parallel_ranges: split over the compute
+// pool when each range holds ≥ grain items); scratch is s when the items run as one range, else
+// buffers of the range's own, since the ranges run at once.
+template <typename F>
+void ranges_with_scratch(int n, int grain, LrpScratch& s, F&& fn) {
+  parallel_ranges(n, grain, [&](int first, int last) {
+    if (first == 0 && last == n) return fn(0, n, s);
+    LrpScratch range_scratch;
+    fn(first, last, range_scratch);
+  });
+}
 
 // Chefer's safe_divide: a / (b + 1e-9) where b ≠ 0, exactly 0 where b = 0 (not sign-aware; where
 // b + 1e-9 rounds to 0, the divisor is 1e-9). Inline and branch-free: the relevance loops call it
