@@ -1357,9 +1357,11 @@ EMSCRIPTEN_BINDINGS(vitlens) {
   emscripten::function("methods", &methods_js);
   emscripten::function("memoryStats", &memory_stats_js);
   emscripten::function("threads", &thread_limit);
+  emscripten::function("activeThreads", +[] { return compute_pool().size(); });
   emscripten::function("encodeNormStages", &encode_norm_stages_js);
   emscripten::function("normImageSummary", &norm_image_summary_js);
 #if defined(__EMSCRIPTEN_PTHREADS__)
   emscripten::function("takeError", &take_error);
+  emscripten::function("startComputeThreads", &start_compute_threads);
 #endif
 }

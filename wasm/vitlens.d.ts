@@ -578,6 +578,15 @@ export interface VitlensModule {
   memoryStats(): { heapBytes: number; allocatedBytes: number };
   /** Threads one call can use: 1 in vitlens.js; in vitlens-mt.js min(8, hardware threads). */
   threads(): number;
+  /** Threads one call uses now: threads(), except in a vitlens-mt.js made with `deferThreads`
+   * before startThreads() has resolved (1). */
+  activeThreads(): number;
+  /**
+   * vitlens-mt.js only: starts the worker threads a module made with `deferThreads: true` did not
+   * start with (each loads the engine in a Web Worker first; calls made meanwhile run on one
+   * thread, with the same results). Resolves with activeThreads(); again, the same promise.
+   */
+  startThreads?(): Promise<number>;
   /**
    * The .npz `vitlens explain --method norm-based --save-stages` writes, from an explanation's
    * `norm` and Input.normHeads() (or [] for none): atb, atb_res, atb_res_ln, atb_res_ln_ff, layer
@@ -591,4 +600,10 @@ export interface VitlensModule {
   PThread?: { terminateAllThreads(): void };
 }
 
-export default function createVitlens(options?: { wasmBinary?: ArrayBuffer | Uint8Array; locateFile?: (path: string) => string }): Promise<VitlensModule>;
+export default function createVitlens(options?: {
+  wasmBinary?: ArrayBuffer | Uint8Array;
+  locateFile?: (path: string) => string;
+  /** vitlens-mt.js: start without worker threads (the module resolves sooner and loads no second
+   * engine while the page starts); startThreads() adds them. */
+  deferThreads?: boolean;
+}): Promise<VitlensModule>;

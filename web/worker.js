@@ -47,6 +47,20 @@ let nextImage = 1;
 const queue = [];
 let running = null; // { id, cancelled }
 let draining = false;
+// The threaded engine starts without its worker threads (deferThreads, wasm/threads.js):
+// each would load a second copy of the engine while the page loads, predicts and explains its
+// first image, on the same cores (issue 15, start-up: the isolated page's first explanation came
+// ~80 ms after the plain page's). They are started once the first request that is more than
+// loading a model and predicting (an explanation, in the page) has been answered; until they run,
+// every call runs on this thread, with the same results.
+let threadsLater = false;
+const beforeThreads = new Set(['init', 'loadModel', 'importModel', 'saveModel', 'prepare', 'release', 'stats']);
+
+function startThreads() {
+  if (!threadsLater) return;
+  threadsLater = false;
+  vitlens.startThreads().catch(() => {});  // without them the engine keeps to one thread
+}
 
 // Turns anything thrown into { code, message }: engine errors start with their code.
 function toErr(e) {
@@ -212,7 +226,8 @@ const handlers = {
     let started = null;
     if (wasmMtUrl && self.crossOriginIsolated === true) {
       try {
-        started = await startEngine(wasmMtUrl, relaxed);
+        started = await startEngine(wasmMtUrl, relaxed, async (u) => (await import(u)).default({ deferThreads: true }));
+        threadsLater = true;
       } catch (e) {
         note = `the threaded engine did not start (${e.message || e}); using one thread`;
       }
@@ -441,10 +456,11 @@ const handlers = {
     return { out };
   },
 
-  // The wasm heap's size and the bytes malloc holds: { heapBytes, allocatedBytes } (leak tests).
+  // The wasm heap's size and the bytes malloc holds, and the threads an explanation uses now:
+  // { heapBytes, allocatedBytes, activeThreads } (leak tests, the threads' start).
   async stats() {
     if (!vitlens) throw fail('not_ready', 'the engine is not loaded yet');
-    return { out: vitlens.memoryStats() };
+    return { out: { ...vitlens.memoryStats(), activeThreads: vitlens.activeThreads() } };
   },
 };
 
@@ -477,6 +493,7 @@ async function drain() {
       reply({ type: 'error', id: msg.id, err: running.cancelled ? { code: 'cancelled', message: 'cancelled' } : toErr(e) });
     }
     running = null;
+    if (!beforeThreads.has(msg.type)) startThreads();
     await nextTask();
   }
   draining = false;

@@ -43,6 +43,40 @@ describe('the page with threads (cross-origin isolated)', { skip }, () => {
     assert.deepEqual(tab.consoleErrors, []);
   });
 
+  test('the worker starts its threads after the first explanation, not with the engine', async () => {
+    // web/worker.js: the engine starts without its worker threads (deferThreads) and starts them
+    // once the first explanation has been answered.
+    const r = await tab.page.evaluate(async () => {
+      const { WorkerClient } = await import('./client.js');
+      const client = new WorkerClient();
+      try {
+        const init = await client.call('init', {
+          wasmUrl: new URL('./wasm/vitlens.js', location.href).href,
+          wasmMtUrl: new URL('./wasm/vitlens-mt.js', location.href).href,
+        });
+        await client.call('loadModel', { source: { url: new URL('./models/vitlens-scenes.vitl', location.href).href } });
+        const blob = await (await fetch('./models/gallery/' + document.querySelector('#gallery .thumb').dataset.image)).blob();
+        const prepared = await client.call('prepare', { source: { blob } });
+        const atStart = (await client.call('stats')).activeThreads;  // after a forward pass
+        const lrp = await client.call('explain', { image: prepared.image, method: 'lrp' });
+        const t0 = performance.now();
+        let active = atStart;
+        while (active < init.threads && performance.now() - t0 < 20_000) {
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          active = (await client.call('stats')).activeThreads;
+        }
+        const again = await client.call('explain', { image: (await client.call('prepare', { source: { blob } })).image, method: 'lrp' });
+        return { threads: init.threads, atStart, active, same: again.tokenMap.every((v, i) => v === lrp.tokenMap[i]) };
+      } finally {
+        client.terminate();
+      }
+    });
+    assert.ok(r.threads >= 2, `threads ${r.threads}`);
+    assert.equal(r.atStart, 1, 'no worker thread before the first explanation');
+    assert.equal(r.active, r.threads, 'every thread running after it');
+    assert.ok(r.same, 'the same map with the threads running');
+  });
+
   test('threaded methods give the native CLI\'s maps (within 1e-4 of the largest value)', async (t) => {
     const { page } = tab;
     await afterNewExplanation(page, () => page.click('#gallery .thumb >> nth=1'));

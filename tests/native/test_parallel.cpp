@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -122,5 +123,35 @@ TEST_CASE("WorkerPool without workers, and the products' pool natively", "[paral
   CHECK(order == std::vector<int>{0, 1, 2, 3});
 #if !defined(__EMSCRIPTEN__)
   CHECK(compute_pool().size() == 1);  // natively the products stay on the calling thread
+#endif
+}
+
+TEST_CASE("WorkerPool: workers added later take part in the next runs", "[parallel]") {
+  WorkerPool pool(0);
+  std::vector<int> hits(4, 0);
+  pool.run(4, [&](int t) { hits[size_t(t)]++; });  // before: all on the caller
+  CHECK(hits == std::vector<int>{1, 1, 1, 1});
+#if !defined(__EMSCRIPTEN__)
+  REQUIRE(pool.add_workers(1) == 1);
+  CHECK(pool.size() == 2);
+  // Index 0 (the caller's) waits until index 1 has run, so a thread other than the caller must
+  // have taken it: the added worker. (Give up after 10 s rather than hang.)
+  for (int run = 0; run < 20; ++run) {
+    std::atomic<bool> second_done{false};
+    std::thread::id second;
+    const std::thread::id caller = std::this_thread::get_id();
+    pool.run(2, [&](int t) {
+      if (t == 1) {
+        second = std::this_thread::get_id();
+        second_done = true;
+        return;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!second_done && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    });
+    REQUIRE(second_done.load());
+    CHECK(second != caller);
+  }
+  CHECK(start_compute_threads() == 1);  // natively the products' pool stays without workers
 #endif
 }

@@ -1,14 +1,16 @@
 // threads.test.mjs — the pthreads build vitlens-mt.js in node: it reports its threads; every
 // method that splits work gives the same map with 1 thread, with all of them, and as the
-// single-threaded vitlens.js; a thread request beyond the pool is capped, not deadlocked;
+// single-threaded vitlens.js; a module made with deferThreads starts its threads on request;
+// a thread request beyond the pool is capped, not deadlocked;
 // cancellation works from a threaded call; the speed-up of the threaded methods is printed.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 
-import { deitTinyBytes, loadVitlens, loadVitlensMt, maxRelError, repo } from './support.mjs';
+import { deitTinyBytes, loadVitlens, loadVitlensMt, maxRelError, repo, variant, wasmDir } from './support.mjs';
 
 const mt = await loadVitlensMt();
 const skip = mt ? false : 'vitlens-mt.js is not in this build (VITLENS_WASM_THREADS=OFF)';
@@ -109,6 +111,36 @@ describe('vitlens-mt.js (pthreads)', { skip }, () => {
       }
     } finally {
       for (const input of inputs) input.delete();
+    }
+  });
+
+  test('a module made with deferThreads runs on one thread until startThreads(), then on all, alike', async (t) => {
+    // As the page starts it (web/worker.js, wasm/threads.js): no Web Worker loads the engine
+    // at start-up; startThreads() loads them and starts the pool's threads.
+    const { default: create } = await import(pathToFileURL(path.join(wasmDir, `vitlens-mt${variant}.js`)).href);
+    const late = await create({ wasmBinary: fs.readFileSync(path.join(wasmDir, `vitlens-mt${variant}.wasm`)), deferThreads: true });
+    const inputs = [setup(await loadVitlens()), setup(late)];
+    try {
+      const [single, multi] = inputs;
+      assert.equal(mt.activeThreads(), mt.threads());
+      assert.equal(late.threads(), mt.threads());
+      assert.equal(late.activeThreads(), 1);
+      // lrp and transformer-attribution split inside the layers, integrated gradients its steps.
+      const methods = ['lrp', 'transformer-attribution', 'integrated-gradients'];
+      const maps = (input) => methods.map((m) => Array.from(input.explain(m, m === 'integrated-gradients' ? { steps: 8 } : {}).tokenMap));
+      const before = maps(multi);
+      assert.deepEqual(before.slice(0, 2), maps(single).slice(0, 2), 'one thread before startThreads(): vitlens.js\'s maps');
+      const started = late.startThreads();
+      assert.equal(late.startThreads(), started, 'a second call answers the same promise');
+      assert.equal(await started, late.threads());
+      assert.equal(late.activeThreads(), late.threads());
+      assert.deepEqual(maps(multi), before, 'the same maps with all threads after startThreads()');
+      const ms = (m) => medianMs(() => multi.explain(m, { steps: 16 }), 5);
+      t.diagnostic(`after startThreads(): integrated-gradients (16 steps) ${ms('integrated-gradients').toFixed(1)} ms ` +
+        `with ${late.activeThreads()} threads`);
+    } finally {
+      for (const input of inputs) input.delete();
+      late.PThread.terminateAllThreads();
     }
   });
 

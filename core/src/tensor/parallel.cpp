@@ -97,13 +97,18 @@ void run_workers(int n, const std::function<void(int)>& job) {
   rethrow_first(errors);
 }
 
-WorkerPool::WorkerPool(int workers) {
-  threads_.reserve(size_t(std::max(0, workers)));
+WorkerPool::WorkerPool(int workers) { add_workers(workers); }
+
+int WorkerPool::add_workers(int workers) {
+  int started = 0;
+  std::lock_guard<std::mutex> lock(mutex_);  // a new worker waits for a generation after this one
+  threads_.reserve(threads_.size() + size_t(std::max(0, workers)));
   try {
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { worker_loop(); });
+    for (; started < workers; ++started) threads_.emplace_back([this, seen = generation_] { worker_loop(seen); });
   } catch (const std::system_error&) {
     // Fewer threads than asked for (the wasm pool is exhausted): the pool works with those it has.
   }
+  return started;
 }
 
 WorkerPool::~WorkerPool() {
@@ -198,8 +203,7 @@ void WorkerPool::work(unsigned gen, int n, const std::function<void(int)>* job) 
   }
 }
 
-void WorkerPool::worker_loop() {
-  unsigned seen = 0;
+void WorkerPool::worker_loop(unsigned seen) {
   for (;;) {
     for (int i = 0; i < kSpins && claim_.load(std::memory_order_relaxed) >> 32 == seen; ++i) {
     }
@@ -225,6 +229,14 @@ WorkerPool& compute_pool() {
   static WorkerPool pool(0);
 #endif
   return pool;
+}
+
+int start_compute_threads() {
+  WorkerPool& pool = compute_pool();
+#if defined(__EMSCRIPTEN__)
+  pool.add_workers(thread_limit() - pool.size());
+#endif
+  return pool.size();
 }
 
 }  // namespace vitlens

@@ -6,9 +6,9 @@
 //                            thread (Eigen's kernels, single-threaded: `vitlens bench` measures one
 //                            thread, and the CLI's parallel work is whole images, run_workers);
 //   wasm (vitlens.js)        no pthreads: everything runs on the calling thread;
-//   wasm (vitlens-mt.js)     pthreads from Emscripten's pool, which is started with the module and
-//                            holds thread_limit() − 1 workers (see wasm/CMakeLists.txt). A
-//                            thread beyond the pool would wait for a Worker that cannot start
+//   wasm (vitlens-mt.js)     pthreads in the Web Workers wasm/threads.js loads with the module
+//                            (or later, with `deferThreads`): thread_limit() − 1 of them. A
+//                            thread beyond them would wait for a Worker that cannot start
 //                            while the caller blocks in join, so requests are capped to it. Both
 //                            run_workers and the products use one WorkerPool (compute_pool) of
 //                            thread_limit() − 1 workers, so one explanation's products use every
@@ -30,8 +30,8 @@
 
 namespace vitlens {
 
-// The cap on the pthreads build's threads (a caller and its pool's workers); wasm/CMakeLists.txt
-// sizes -sPTHREAD_POOL_SIZE to match, as min(this, navigator.hardwareConcurrency) − 1.
+// The cap on the pthreads build's threads (a caller and its pool's workers); wasm/threads.js
+// loads min(this, navigator.hardwareConcurrency) − 1 Web Workers for them.
 constexpr int wasm_thread_pool = 8;
 
 // The most threads one call can run at once in this build: 1 without pthreads,
@@ -56,6 +56,11 @@ class WorkerPool {
  public:
   explicit WorkerPool(int workers);  // threads besides the caller; fewer if the system refuses
   ~WorkerPool();
+
+  // Starts `workers` more workers (fewer if the system refuses) and answers how many started.
+  // Only from the thread that calls run(), and not during a run: a pool can start with none and
+  // take its workers later (compute_pool, start_compute_threads).
+  int add_workers(int workers);
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
@@ -72,7 +77,7 @@ class WorkerPool {
 
  private:
   void work(unsigned gen, int n, const std::function<void(int)>* job);  // takes indices of gen
-  void worker_loop();
+  void worker_loop(unsigned seen);
 
   std::vector<std::thread> threads_;
   std::mutex mutex_;
@@ -90,8 +95,15 @@ class WorkerPool {
 };
 
 // The pool the products use: thread_limit() − 1 workers in the pthreads wasm build, none elsewhere
-// (natively the products stay on the calling thread). Started on first use.
+// (natively the products stay on the calling thread). Started on first use; in the pthreads wasm
+// build each worker needs a Web Worker that has loaded the engine (wasm/threads.js), and a module
+// started without them (the page's `deferThreads`) gets a pool of none until
+// start_compute_threads().
 WorkerPool& compute_pool();
+
+// Starts the workers compute_pool() lacks (up to thread_limit() − 1) and answers its size (the
+// threads one explanation now uses). From the thread that makes the engine's calls, between them.
+int start_compute_threads();
 
 // The work below which a range of parallel_ranges is not worth a thread of its own, in
 // multiply-adds (~5 µs on one core): the pool's workers spin between calls, so a split costs a
