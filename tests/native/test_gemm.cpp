@@ -254,6 +254,37 @@ TEMPLATE_TEST_CASE("gemm: an empty sum scales C, empty C is untouched", "[gemm]"
   CHECK(C == std::vector<T>(6, T(9)));
 }
 
+TEST_CASE("gemm: the |B| products equal the ones with a copy of |B|, bit for bit", "[gemm]") {
+  // gemm_nn_abs / gemm_nt_abs take |B| as they pack B (wasm) or form it first (natively): the
+  // LRP-α1β0 rule's S·|W| and |x|·|W|ᵀ without a copy of |W|.
+  const Case cases[] = {
+      {Layout::nt, 65, 288, 96, 0, 0, 0, 1.0f, 0.0f},    // |x|·|W|ᵀ, the shipped model's qkv
+      {Layout::nn, 33, 96, 288, 0, 0, 96, 1.0f, 0.0f},   // S·|W| into half of [S·W | S·|W|]
+      {Layout::nn, 13, 9, 7, 3, 1, 2, -2.0f, 1.0f},      // edges of every panel, strides
+      {Layout::nt, 13, 9, 7, 3, 1, 2, 0.125f, -0.5f},
+      {Layout::nn, 3, 2100, 5, 1, 0, 3, 1.0f, -0.5f},    // more columns than one packed block
+      {Layout::nt, 600, 9, 600, 2, 2, 2, 1.0f, 1.0f},    // several row blocks and sum slices
+  };
+  uint64_t seed = 2700;
+  for (const Case& t : cases) {
+    INFO(describe(t));
+    Operands<float> m(t, seed++);
+    std::vector<float> B_abs(m.B.size());
+    for (size_t i = 0; i < m.B.size(); ++i) B_abs[i] = std::fabs(m.B[i]);
+    std::vector<float> C_abs = m.C, C_copy = m.C;
+    if (t.layout == Layout::nn) {
+      vitlens::gemm_nn_abs(C_abs.data(), m.A.data(), m.B.data(), t.M, t.N, t.K, m.lda, m.ldb, m.ldc, t.alpha, t.beta);
+      vitlens::gemm_nn(C_copy.data(), m.A.data(), B_abs.data(), t.M, t.N, t.K, m.lda, m.ldb, m.ldc, t.alpha, t.beta);
+    } else {
+      vitlens::gemm_nt_abs(C_abs.data(), m.A.data(), m.B.data(), t.M, t.N, t.K, m.lda, m.ldb, m.ldc, t.alpha, t.beta);
+      vitlens::gemm_nt(C_copy.data(), m.A.data(), B_abs.data(), t.M, t.N, t.K, m.lda, m.ldb, m.ldc, t.alpha, t.beta);
+    }
+    size_t differ = 0;
+    for (size_t e = 0; e < C_abs.size(); ++e) differ += !(C_abs[e] == C_copy[e]);
+    CHECK(differ == 0);
+  }
+}
+
 // GFLOP/s of the forward pass's products (DeiT-tiny: n = 197, d = 192, 3 heads, MLP 768) and of
 // two backward ones, next to the same product written with Eigen (what gemm replaces in wasm);
 // in float and in double (the LRP methods' forward pass).

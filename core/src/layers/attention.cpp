@@ -215,14 +215,21 @@ AttentionRelevanceSums attention_relevance(MatD& r_qkv, std::vector<MatD>& r_att
   r_qkv.resize(n, 3 * d);
   r_qkv.block(m, 0, n - m, d).setZero();
   r_attn.resize(size_t(heads));
-  // One head's relevance, with hs its scratch (s.q is shared, read only).
+  // One head's relevance, with hs its scratch.
   auto head_relevance = [&](int h, LrpScratch& hs, AttentionRelevanceSums& hsum) {
     const double* q = qkv.data() + h * dh;  // q_h, k_h, v_h: (n, dh) each, rows 3d apart
     const double* k = q + d;
     const double* v = q + 2 * d;
-    const float* qf = s.q.data() + h * dh;
-    const float* kf = qf + d;
-    const float* vf = qf + 2 * d;
+    // [q_h | k_h | v_h] in float (n, 3·dh): the right operands of the products with S, cast by
+    // the thread that runs the head (not one copy of all of qkv read by every thread).
+    hs.q.resize(n, 3 * dh);
+    for (int i = 0; i < n; ++i)
+      for (int part = 0; part < 3; ++part)
+        for (int j = 0; j < dh; ++j) hs.q(i, part * dh + j) = float(qkv(i, part * d + h * dh + j));
+    const int ldf = 3 * dh;
+    const float* qf = hs.q.data();
+    const float* kf = qf + dh;
+    const float* vf = qf + 2 * dh;
     double* rq = r_qkv.data() + h * dh;  // R_q, R_k, R_v of head h, rows 3d apart
     double* rk = rq + d;
     double* rv = rq + 2 * d;
@@ -233,7 +240,7 @@ AttentionRelevanceSums attention_relevance(MatD& r_qkv, std::vector<MatD>& r_att
     // ctx_h = A·v: Z = ctx_h, R_A = f·A ⊙ (S·vᵀ), R_v = f·v ⊙ (Aᵀ·S)  (Jᵀ of each operand)
     double f = product_quotient(hs.a, r_ctx.data() + h * dh, d, ctx.data() + h * dh, d, m, dh, product);
     hs.p.resize(m, n);
-    gemm_nt(hs.p.data(), hs.a.data(), vf, m, n, dh, dh, ld, n, 1.0f, 0.0f);  // S·vᵀ
+    gemm_nt(hs.p.data(), hs.a.data(), vf, m, n, dh, dh, ldf, n, 1.0f, 0.0f);  // S·vᵀ
     hsum.attn += scaled_product(RA.data(), n, f, A.data(), n, hs.p, m, n);
     hs.w = A.topRows(m).cast<float>();  // (m, n)
     hs.p.resize(n, dh);
@@ -252,13 +259,12 @@ AttentionRelevanceSums attention_relevance(MatD& r_qkv, std::vector<MatD>& r_att
     // Z = q·kᵀ: R_q = f·q ⊙ (S·k), R_k = f·k ⊙ (Sᵀ·q)
     f = product_quotient(hs.a, r_scores, n, hs.z.data(), n, m, n, product);
     hs.p.resize(m, dh);
-    gemm_nn(hs.p.data(), hs.a.data(), kf, m, dh, n, n, ld, dh, 1.0f, 0.0f);  // S·k
+    gemm_nn(hs.p.data(), hs.a.data(), kf, m, dh, n, n, ldf, dh, 1.0f, 0.0f);  // S·k
     hsum.q += scaled_product(rq, ld, f, q, ld, hs.p, m, dh);
     hs.p.resize(n, dh);
-    gemm_tn(hs.p.data(), hs.a.data(), qf, n, dh, m, n, ld, dh, 1.0f, 0.0f);  // Sᵀ·q
+    gemm_tn(hs.p.data(), hs.a.data(), qf, n, dh, m, n, ldf, dh, 1.0f, 0.0f);  // Sᵀ·q
     hsum.k += scaled_product(rk, ld, f, k, ld, hs.p, n, dh);
   };
-  s.q = qkv.cast<float>();  // (n, 3d) the right operands q, k, v of the products with S
   // The heads are independent (each writes its own R_A and columns of R_qkv): in ranges over the
   // compute pool (vitlens-mt.js) when a head's products are worth a thread, with scratch of
   // their own; each head's sums are added in head order afterwards, as one thread adds them.

@@ -13,22 +13,26 @@ namespace vitlens {
 
 namespace {
 
-// y = x·Wᵀ + b in T from the float weights (in double, W and b are cast first; exact).
+// y = x·Wᵀ + b in T from the float weights. In double, W is cast (exactly) by each range that
+// uses it: on one thread once per call, and with the rows split over the compute pool, each
+// thread reads a double copy it wrote itself: with one copy written by the calling thread, the
+// worker's ranges ran 1.4–1.6× as long as the caller's (node, the shipped model's double pass).
 template <typename T>
-void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b, MatT<T>& wbuf) {
+void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b) {
   const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
   assert(x.cols() == in && b.size() == out);
-  const T* w = nullptr;
-  if constexpr (std::is_same<T, float>::value) {
-    w = W.data();
-  } else {
-    wbuf = W.cast<T>();  // (out, in)
-    w = wbuf.data();
-  }
   y.resize(n, out);
   // Rows in ranges over the compute pool (vitlens-mt.js), the bias with them; each row is computed
   // as in the whole product.
   parallel_ranges(n, grain_for(double(in) * out), [&](int i0, int i1) {
+    MatT<T> wd;  // (out, in) W in double; unused in float
+    const T* w = nullptr;
+    if constexpr (std::is_same<T, float>::value) {
+      w = W.data();
+    } else {
+      wd = W.cast<T>();
+      w = wd.data();
+    }
     gemm_nt(y.data() + ptrdiff_t(i0) * out, x.data() + ptrdiff_t(i0) * in, w, i1 - i0, out, in, in, in, out,
             T(1), T(0));  // x·Wᵀ
     y.middleRows(i0, i1 - i0).rowwise() += b.cast<T>().transpose();
@@ -37,19 +41,8 @@ void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b, 
 
 }  // namespace
 
-void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b, Mat& wbuf) {
-  linear_forward_t(y, x, W, b, wbuf);
-}
-void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, MatD& wbuf) {
-  linear_forward_t(y, x, W, b, wbuf);
-}
-void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b) {
-  Mat unused;
-  linear_forward_t(y, x, W, b, unused);
-}
-void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, LrpScratch& s) {
-  linear_forward_t(y, x, W, b, s.wd);
-}
+void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b) { linear_forward_t(y, x, W, b); }
+void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b) { linear_forward_t(y, x, W, b); }
 
 void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W) {
   const int n = int(dy.rows()), in = int(W.cols()), out = int(W.rows());
@@ -83,9 +76,10 @@ double positive_sum(const double* x, const float* w, int in) {
 }
 
 // The rows [i0, i1) of the relevance products, each rule on its own: a and p are float buffers
-// of the range (S or |x|, and the products), w the rule's weights in float ([W | |W|], [W⁺ | W⁻],
-// or W itself for ε). Every row is computed as it is when the products run whole (the kernel's
-// sum over k does not depend on the rows around it), so a split over rows changes no bit.
+// of the range (S or |x|, and the products); the weights W (|W| taken by the products), or
+// w = [W⁺ | W⁻] for the older rule. Every row is computed as it is when the products run whole
+// (the kernel's sum over k does not depend on the rows around it), so a split over rows changes
+// no bit.
 struct RowRange {
   int i0, i1;
   int rows() const { return i1 - i0; }
@@ -153,13 +147,14 @@ void separate_rows(MatD& r_in, const MatD& r, const MatD& x, const Mat& w, RowRa
 // in float (a sum of non-negative terms, relative error ~√in·2⁻²⁴), but the half-sum cancels
 // when the positive contributions z_j⁺ are a small share of Σ|z_j|: there Z (0 when every
 // z_j ≤ 0) is recomputed exactly as Σ_j z_j⁺ in double (kExactShare below; rare).
-// w = [W | |W|] (out, 2·in).
+// |W| is taken as the products pack W (gemm.h): no copy of it that one thread forms and the
+// others read.
 void shared_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W, const Vec& b,
-                 const Mat& w, RowRange g, Mat& a, Mat& p) {
+                 RowRange g, Mat& a, Mat& p) {
   const int in = int(W.cols()), out = int(W.rows()), m = g.rows();
   a = x.middleRows(g.i0, m).cwiseAbs().cast<float>();  // (m, in) |x|
   p.resize(m, out);                                    // |x|·|W|ᵀ
-  gemm_nt(p.data(), a.data(), w.data() + in, m, out, in, in, 2 * in, out, 1.0f, 0.0f);
+  gemm_nt_abs(p.data(), a.data(), W.data(), m, out, in, in, in, out, 1.0f, 0.0f);
   a.resize(m, out);  // S = R / Z, rounded to float for the products
   for (int i = g.i0; i < g.i1; ++i) {
     const double *ri = r.row(i).data(), *yi = y.row(i).data();
@@ -171,8 +166,9 @@ void shared_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const 
       if ((yi[o] - double(b[o])) + double(pi[o]) < 2.0 * kExactShare * double(pi[o]))
         si[o] = float(safe_divide(ri[o], positive_sum(x.row(i).data(), W.row(o).data(), in)));
   }
-  p.resize(m, 2 * in);  // S·[W | |W|]
-  gemm_nn(p.data(), a.data(), w.data(), m, 2 * in, out, out, 2 * in, 2 * in, 1.0f, 0.0f);
+  p.resize(m, 2 * in);  // [S·W | S·|W|]
+  gemm_nn(p.data(), a.data(), W.data(), m, in, out, out, in, 2 * in, 1.0f, 0.0f);
+  gemm_nn_abs(p.data() + in, a.data(), W.data(), m, in, out, out, in, 2 * in, 1.0f, 0.0f);
   for (int i = g.i0; i < g.i1; ++i) {
     const double* xi = x.row(i).data();
     const float* pi = p.row(i - g.i0).data();  // (2·in) [S·W | S·|W|]
@@ -195,10 +191,6 @@ void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, c
     s.w.resize(out, 2 * in);  // [W⁺ | W⁻]
     s.w.leftCols(in) = W.cwiseMax(0.0f);
     s.w.rightCols(in) = W.cwiseMin(0.0f);
-  } else if (rule != LinearRule::epsilon) {
-    s.w.resize(out, 2 * in);  // [W | |W|]
-    s.w.leftCols(in) = W;
-    s.w.rightCols(in) = W.cwiseAbs();
   }
   // The rows' products, per rule: ε one (S·W), α1β0 three, the older α1β0 four.
   const int products = rule == LinearRule::epsilon ? 1 : rule == LinearRule::alpha1beta0_separate ? 4 : 3;
@@ -209,7 +201,7 @@ void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, c
     else if (rule == LinearRule::alpha1beta0_separate)
       separate_rows(r_in, r, x, s.w, g, rs.a, rs.p);
     else
-      shared_rows(r_in, r, x, y, W, b, s.w, g, rs.a, rs.p);
+      shared_rows(r_in, r, x, y, W, b, g, rs.a, rs.p);
   });
 }
 

@@ -69,11 +69,10 @@ void lrp_forward(TraceD& t, const Model& m, const Image& x, const std::vector<fl
   const Params& p = m.params;
   assert(head_mask.empty() || head_mask.size() == size_t(c.depth) * size_t(c.heads));
   const double eps = double(c.ln_eps);
-  LrpScratch s;
   Mat patches;  // (P, C·p·p) float: the image values, exact in double
   im2col(patches, x, c.patch);
   t.patches = patches.cast<double>();
-  linear_forward(t.embed, t.patches, p.patch_w, p.patch_b, s);
+  linear_forward(t.embed, t.patches, p.patch_w, p.patch_b);
   tokens_forward<double>(t.tokens, &t.tokens_nopos, t.embed, p, c);
   t.pos = p.pos_embed.cast<double>();
 

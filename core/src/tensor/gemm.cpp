@@ -33,6 +33,7 @@
 #include <wasm_simd128.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -60,6 +61,7 @@ struct Simd<float> {
   static v128_t load_splat(const float* p) { return wasm_v128_load32_splat(p); }
   static v128_t add(v128_t a, v128_t b) { return wasm_f32x4_add(a, b); }
   static v128_t mul(v128_t a, v128_t b) { return wasm_f32x4_mul(a, b); }
+  static v128_t abs(v128_t a) { return wasm_f32x4_abs(a); }
   // a·b + c: fused or not (relaxed SIMD), else a multiply and an add
   static v128_t madd(v128_t a, v128_t b, v128_t c) {
 #if defined(__wasm_relaxed_simd__)
@@ -88,6 +90,7 @@ struct Simd<double> {
   static v128_t load_splat(const double* p) { return wasm_v128_load64_splat(p); }
   static v128_t add(v128_t a, v128_t b) { return wasm_f64x2_add(a, b); }
   static v128_t mul(v128_t a, v128_t b) { return wasm_f64x2_mul(a, b); }
+  static v128_t abs(v128_t a) { return wasm_f64x2_abs(a); }
   // a·b + c: fused or not (relaxed SIMD), else a multiply and an add
   static v128_t madd(v128_t a, v128_t b, v128_t c) {
 #if defined(__wasm_relaxed_simd__)
@@ -123,6 +126,7 @@ struct Operand {
   const T* p;
   int ld;
   bool trans;
+  bool abs = false;  // the operand is |M| (B only: taken as it is packed)
   const T* at(int r, int c) const {
     return trans ? p + ptrdiff_t(c) * ld + r : p + ptrdiff_t(r) * ld + c;
   }
@@ -135,11 +139,12 @@ int even_block(int n, int cap, int unit) { return round_up(ceil_div(n, ceil_div(
 
 // dst[(k + q)·stride + r] = src_r[k + q] for q, r < lanes: `lanes` rows, each contiguous in k,
 // into k-major order (a lanes×lanes transpose).
+// With abs, |values|.
 template <typename T>
-void pack_block(T* dst, const T* const* src, int stride) {
+void pack_block(T* dst, const T* const* src, int stride, bool abs) {
   constexpr int L = Simd<T>::lanes;
   v128_t r[L];
-  for (int q = 0; q < L; ++q) r[q] = wasm_v128_load(src[q]);
+  for (int q = 0; q < L; ++q) r[q] = abs ? Simd<T>::abs(wasm_v128_load(src[q])) : wasm_v128_load(src[q]);
   Simd<T>::transpose(r);
   for (int q = 0; q < L; ++q) wasm_v128_store(dst + q * stride, r[q]);
 }
@@ -159,7 +164,7 @@ void pack_a(T* dst, const Operand<T>& a, int mc, int kc) {
         for (int v = 0; v < MR; v += L) {
           const T* rows[L];
           for (int q = 0; q < L; ++q) rows[q] = a.at(i + v + q, k);
-          pack_block(dst + k * MR + v, rows, MR);
+          pack_block(dst + k * MR + v, rows, MR, false);
         }
     }
     for (; k < kc; ++k)
@@ -167,7 +172,8 @@ void pack_a(T* dst, const Operand<T>& a, int mc, int kc) {
   }
 }
 
-// B (kc, nc) → ceil(nc/NR) panels, each (kc, NR): panel[k·NR + c] = B(k, j + c), zero-padded.
+// B (kc, nc) → ceil(nc/NR) panels, each (kc, NR): panel[k·NR + c] = B(k, j + c), zero-padded;
+// |B(k, j + c)| with b.abs.
 template <typename T>
 void pack_b(T* dst, const Operand<T>& b, int kc, int nc) {
   constexpr int L = Simd<T>::lanes, NR = Blocking<T>::NR;
@@ -176,17 +182,20 @@ void pack_b(T* dst, const Operand<T>& b, int kc, int nc) {
     int k = 0;
     if (nr == NR && !b.trans) {  // each row of B is contiguous in j
       for (; k < kc; ++k)
-        for (int v = 0; v < NR; v += L) wasm_v128_store(dst + k * NR + v, wasm_v128_load(b.at(k, j + v)));
+        for (int v = 0; v < NR; v += L) {
+          const v128_t x = wasm_v128_load(b.at(k, j + v));
+          wasm_v128_store(dst + k * NR + v, b.abs ? Simd<T>::abs(x) : x);
+        }
     } else if (nr == NR) {  // each column of B (a row of memory, e.g. of W) is contiguous in k
       for (; k + L <= kc; k += L)
         for (int v = 0; v < NR; v += L) {
           const T* cols[L];
           for (int q = 0; q < L; ++q) cols[q] = b.at(k, j + v + q);
-          pack_block(dst + k * NR + v, cols, NR);
+          pack_block(dst + k * NR + v, cols, NR, b.abs);
         }
     }
     for (; k < kc; ++k)
-      for (int c = 0; c < NR; ++c) dst[k * NR + c] = c < nr ? *b.at(k, j + c) : T(0);
+      for (int c = 0; c < NR; ++c) dst[k * NR + c] = c >= nr ? T(0) : b.abs ? std::fabs(*b.at(k, j + c)) : *b.at(k, j + c);
   }
 }
 
@@ -282,7 +291,7 @@ void gemm(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, i
     for (int pc = 0; pc < K; pc += kb) {
       const int kc = std::min(kb, K - pc);
       const T beta_slice = pc == 0 ? beta : T(1);  // later slices add to the first
-      pack_b(bp, Operand<T>{B.at(pc, jc), B.ld, B.trans}, kc, nc);
+      pack_b(bp, Operand<T>{B.at(pc, jc), B.ld, B.trans, B.abs}, kc, nc);
       for (int ic = 0; ic < M; ic += mb) {
         const int mc = std::min(mb, M - ic);
         pack_a(ap, Operand<T>{A.at(ic, pc), A.ld, A.trans}, mc, kc);
@@ -313,7 +322,7 @@ void gemm_split(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, in
   const int cols = ceil_div(panels, parts) * NR;  // per part
   pool.run(parts, [&](int t) {
     const int j0 = t * cols, nc = std::min(cols, N - j0);
-    if (nc > 0) gemm(C + j0, A, Operand<T>{B.at(0, j0), B.ld, B.trans}, M, nc, K, ldc, alpha, beta);
+    if (nc > 0) gemm(C + j0, A, Operand<T>{B.at(0, j0), B.ld, B.trans, B.abs}, M, nc, K, ldc, alpha, beta);
   });
 }
 
@@ -347,6 +356,16 @@ void gemm_nt(double* C, const double* A, const double* B, int M, int N, int K, i
 void gemm_tn(double* C, const double* A, const double* B, int M, int N, int K, int lda, int ldb,
              int ldc, double alpha, double beta) {
   gemm_split(C, Operand<double>{A, lda, true}, Operand<double>{B, ldb, false}, M, N, K, ldc, alpha, beta);
+}
+
+void gemm_nn_abs(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
+                 int ldc, float alpha, float beta) {
+  gemm_split(C, Operand<float>{A, lda, false}, Operand<float>{B, ldb, false, true}, M, N, K, ldc, alpha, beta);
+}
+
+void gemm_nt_abs(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
+                 int ldc, float alpha, float beta) {
+  gemm_split(C, Operand<float>{A, lda, false}, Operand<float>{B, ldb, true, true}, M, N, K, ldc, alpha, beta);
 }
 
 }  // namespace vitlens
@@ -424,6 +443,19 @@ void gemm_nt(double* C, const double* A, const double* B, int M, int N, int K, i
 void gemm_tn(double* C, const double* A, const double* B, int M, int N, int K, int lda, int ldb,
              int ldc, double alpha, double beta) {
   tn(C, A, B, M, N, K, lda, ldb, ldc, alpha, beta);
+}
+
+void gemm_nn_abs(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
+                 int ldc, float alpha, float beta) {
+  update(C, M, N, ldc, ConstMap<float>(A, M, K, Stride(lda)) * ConstMap<float>(B, K, N, Stride(ldb)).cwiseAbs(), alpha,
+         beta);
+}
+
+void gemm_nt_abs(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
+                 int ldc, float alpha, float beta) {
+  update(C, M, N, ldc,
+         ConstMap<float>(A, M, K, Stride(lda)) * ConstMap<float>(B, N, K, Stride(ldb)).cwiseAbs().transpose(), alpha,
+         beta);
 }
 
 }  // namespace vitlens

@@ -25,10 +25,8 @@ using VecT = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
 // y = x·Wᵀ + b.  x (n, in), W (out, in), b (out) → y (n, out)
 void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b);
-// The same from the float weights in float or double; in double, W is cast into wbuf (capacity
-// kept between calls; the products run in double, gemm.h). In float, wbuf is not touched.
-void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b, Mat& wbuf);
-void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, MatD& wbuf);
+// The same in double from the float weights (cast exactly; the products run in double, gemm.h).
+void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b);
 // dx = dy·W; dW += dyᵀ·x; db += Σ_rows dy  (x is read only for dW)
 void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W);
 
@@ -116,11 +114,10 @@ void col2im(Image& dx, const Mat& dpatches, int c, int h, int w, int patch);
 // stay within 5e-6 of the float64 reference either way, and the Chefer pass runs 2.5× faster in
 // wasm with float products).
 struct LrpScratch {
-  MatD wd;  // a weight matrix in double (the double forward's x·Wᵀ)
-  Mat w;   // [W | |W|] or [W | W⁺], exact float copies of the weights; the rows of A (attention)
+  Mat w;   // [W⁺ | W⁻], exact float copies of the weights (older α1β0); the rows of A (attention)
   Mat a;   // float left operand of a product (|x| or S)
   Mat p;   // float product
-  Mat q;   // float copy of qkv: the right operands of the attention core's products
+  Mat q;   // float copy of one head's [q | k | v]: the right operands of its products with S
   MatD z;  // denominators Z
   MatD s;  // S = R / Z (patch embedding)
   MatD t;  // products with S in double (patch embedding); the softmax rule's output (attention)
@@ -166,8 +163,6 @@ enum class LinearRule {
                          // of Chefer 2021's LRP and partial-LRP baselines)
   epsilon,      // LRP-ε with the bias in the denominator (Bach 2015; AttnLRP)
 };
-// y = x·Wᵀ + b in double (W cast into s.wd).  x (n, in), W (out, in) → y (n, out)
-void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, LrpScratch& s);
 // R_in (n, in) from R (n, out); x the layer input, y = x·Wᵀ + b its output (both from the double
 // forward).
 void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W,

@@ -63,7 +63,6 @@ using BlockTraceD = BlockTraceT<double>;
 template <typename T>
 struct BlockScratchT {
   MatT<T> ln, ctx, attn_out, act, mlp_out;  // (R, ·)
-  MatT<T> w;                                // a weight matrix in T (double only)
 };
 using BlockScratch = BlockScratchT<float>;
 using BlockScratchD = BlockScratchT<double>;

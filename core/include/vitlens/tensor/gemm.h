@@ -45,4 +45,13 @@ void gemm_nt(double* C, const double* A, const double* B, int M, int N, int K, i
 void gemm_tn(double* C, const double* A, const double* B, int M, int N, int K, int lda, int ldb,
              int ldc, double alpha, double beta);
 
+// With |B| (element by element) in place of B, taken as B is packed (wasm) or formed first
+// (natively): the LRP-α1β0 products |x|·|W|ᵀ and S·|W| without a copy of |W|.
+// C = alpha·A·|B| + beta·C.    A (M, K) lda, B (K, N) ldb, C (M, N) ldc
+void gemm_nn_abs(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
+                 int ldc, float alpha, float beta);
+// C = alpha·A·|B|ᵀ + beta·C.   A (M, K) lda, B (N, K) ldb, C (M, N) ldc
+void gemm_nt_abs(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
+                 int ldc, float alpha, float beta);
+
 }  // namespace vitlens
