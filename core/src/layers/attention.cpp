@@ -223,9 +223,8 @@ AttentionRelevanceSums attention_relevance(MatD& r_qkv, std::vector<MatD>& r_att
     // [q_h | k_h | v_h] in float (n, 3·dh): the right operands of the products with S, cast by
     // the thread that runs the head (not one copy of all of qkv read by every thread).
     hs.q.resize(n, 3 * dh);
-    for (int i = 0; i < n; ++i)
-      for (int part = 0; part < 3; ++part)
-        for (int j = 0; j < dh; ++j) hs.q(i, part * dh + j) = float(qkv(i, part * d + h * dh + j));
+    for (int part = 0; part < 3; ++part)
+      hs.q.middleCols(part * dh, dh) = qkv.middleCols(part * d + h * dh, dh).cast<float>();
     const int ldf = 3 * dh;
     const float* qf = hs.q.data();
     const float* kf = qf + dh;

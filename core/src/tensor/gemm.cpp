@@ -195,7 +195,10 @@ void pack_b(T* dst, const Operand<T>& b, int kc, int nc) {
         }
     }
     for (; k < kc; ++k)
-      for (int c = 0; c < NR; ++c) dst[k * NR + c] = c >= nr ? T(0) : b.abs ? std::fabs(*b.at(k, j + c)) : *b.at(k, j + c);
+      for (int c = 0; c < NR; ++c) {
+        const T x = c < nr ? *b.at(k, j + c) : T(0);
+        dst[k * NR + c] = b.abs ? std::fabs(x) : x;
+      }
   }
 }
 
