@@ -153,8 +153,27 @@ void log_layer(ConservationReport& rep, const std::string& layer, double out, do
   rep.layers.push_back({layer, out, in});
 }
 
+// The element loops of the per-block bookkeeping (the sums the conservation report and the token
+// views record, the residual adds) are functions of their own, never inlined: V8 optimises a
+// wasm function once it has run long enough in baseline code, counting the loops inlined into it,
+// and with them inlined the 25 KB propagate_block was the page's longest optimising compile at
+// start-up (137 ms of a background core on a 2-core machine, while the first explanation ran), for
+// bookkeeping that takes ~1 % of an explanation. Out of line, only these small loops are optimised.
+[[gnu::noinline]] double total(const MatD& r) { return r.sum(); }
+
 // Σ over the columns of r per row: (n, ·) → (n), a token's share of the relevance.
-VecD token_sums(const MatD& r) { return r.rowwise().sum(); }
+[[gnu::noinline]] VecD token_sums(const MatD& r) { return r.rowwise().sum(); }
+
+// Σ over columns first … first + count − 1 of r per row.
+[[gnu::noinline]] VecD column_sums(const MatD& r, Eigen::Index first, Eigen::Index count) {
+  return r.middleCols(first, count).rowwise().sum();
+}
+
+// a += b
+[[gnu::noinline]] void add_into(MatD& a, const MatD& b) { a += b; }
+
+// out = a + b
+[[gnu::noinline]] void sum_of(MatD& out, const MatD& a, const MatD& b) { out = a + b; }
 
 // From the seed at the logits to the relevance at the last block's output: the head (one linear
 // layer on the pool parts), fc_norm, the pooling, the final norm.
@@ -210,7 +229,7 @@ void propagate_head(RelevancePass& pass, const Model& m, const TraceD& t, const 
 }
 
 // γ ⊙ branch per row (formed in buf), or the branch itself, not copied, without LayerScale.
-const MatD& scaled(MatD& buf, const MatD& branch, const Vec& gamma) {
+[[gnu::noinline]] const MatD& scaled(MatD& buf, const MatD& branch, const Vec& gamma) {
   if (gamma.size() == 0) return branch;
   buf = (branch.array().rowwise() * gamma.transpose().array().cast<double>()).matrix();
   return buf;
@@ -231,49 +250,49 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   MatD branch_scaled;                   // (n, d) γ ⊙ branch, LayerScale only
   // x_{b+1} = x' + γ2 ⊙ f; LayerScale passes the branch's relevance to f unchanged
   add_relevance(r_res, r_branch, pass.r, bt.x_mid, scaled(branch_scaled, bt.mlp_out, w.ls2), rules.add);
-  log_layer(rep, pre + "add2", pass.r.sum(), r_res.sum() + r_branch.sum());
+  log_layer(rep, pre + "add2", total(pass.r), total(r_res) + total(r_branch));
   tok.residual2 = token_sums(r_res);
   tok.ff_branch = token_sums(r_branch);
   linear_relevance(r_tmp, r_branch, bt.act, bt.mlp_out, w.fc2_w, w.fc2_b, rules.linear, s);
-  log_layer(rep, pre + "mlp.fc2", r_branch.sum(), r_tmp.sum());
-  log_layer(rep, pre + "mlp.act", r_tmp.sum(), r_tmp.sum());  // GELU: identity
+  log_layer(rep, pre + "mlp.fc2", total(r_branch), total(r_tmp));
+  log_layer(rep, pre + "mlp.act", total(r_tmp), total(r_tmp));  // GELU: identity
   linear_relevance(r_tmp2, r_tmp, bt.ln2, bt.fc1, w.fc1_w, w.fc1_b, rules.linear, s);
-  log_layer(rep, pre + "mlp.fc1", r_tmp.sum(), r_tmp2.sum());
+  log_layer(rep, pre + "mlp.fc1", total(r_tmp), total(r_tmp2));
   tok.ff_in = token_sums(r_tmp2);
   layernorm_relevance(r_tmp, r_tmp2, bt.x_mid, bt.ln2, bt.ln2_rstd, w.norm2_w, rules.layernorm);
-  log_layer(rep, pre + "norm2", r_tmp2.sum(), r_tmp.sum());
+  log_layer(rep, pre + "norm2", total(r_tmp2), total(r_tmp));
   tok.ff_path = token_sums(r_tmp);
-  r_res += r_tmp;  // x' feeds both the residual and LN2: the branch relevances add
-  log_layer(rep, pre + "clone2", r_res.sum(), r_res.sum());
+  add_into(r_res, r_tmp);  // x' feeds both the residual and LN2: the branch relevances add
+  log_layer(rep, pre + "clone2", total(r_res), total(r_res));
   tok.mid = token_sums(r_res);
   // x' = x_b + γ1 ⊙ o
   add_relevance(r_tmp, r_branch, r_res, bt.x, scaled(branch_scaled, bt.attn_out, w.ls1), rules.add);
-  log_layer(rep, pre + "add1", r_res.sum(), r_tmp.sum() + r_branch.sum());
+  log_layer(rep, pre + "add1", total(r_res), total(r_tmp) + total(r_branch));
   tok.residual1 = token_sums(r_tmp);
   tok.attn_branch = token_sums(r_branch);
   MatD r_ctx, r_qkv;  // (n, d), (n, 3d)
   linear_relevance(r_ctx, r_branch, bt.ctx, bt.attn_out, w.proj_w, w.proj_b, rules.linear, s);
-  log_layer(rep, pre + "attn.proj", r_branch.sum(), r_ctx.sum());
+  log_layer(rep, pre + "attn.proj", total(r_branch), total(r_ctx));
   tok.ctx = token_sums(r_ctx);
   const AttentionRelevanceSums a =
       attention_relevance(r_qkv, pass.r_attn[size_t(b)], r_ctx, bt.qkv, bt.attn, bt.ctx,
                           int(bt.attn.size()), rules.product, rules.softmax, s);
-  log_layer(rep, pre + "attn.A_v", r_ctx.sum(), a.attn + a.v);
+  log_layer(rep, pre + "attn.A_v", total(r_ctx), a.attn + a.v);
   log_layer(rep, pre + "attn.softmax", a.attn, a.scores);
   log_layer(rep, pre + "attn.q_kT", a.scores, a.q + a.k);
-  tok.q = r_qkv.leftCols(d).rowwise().sum();  // r_qkv = [R_q | R_k | R_v], heads inside each
-  tok.k = r_qkv.middleCols(d, d).rowwise().sum();
-  tok.v = r_qkv.rightCols(d).rowwise().sum();
+  tok.q = column_sums(r_qkv, 0, d);  // r_qkv = [R_q | R_k | R_v], heads inside each
+  tok.k = column_sums(r_qkv, d, d);
+  tok.v = column_sums(r_qkv, 2 * d, d);
   linear_relevance(r_res, r_qkv, bt.ln1, bt.qkv, w.qkv_w, w.qkv_b, rules.linear, s);
-  log_layer(rep, pre + "attn.qkv", r_qkv.sum(), r_res.sum());
+  log_layer(rep, pre + "attn.qkv", total(r_qkv), total(r_res));
   tok.attn_in = token_sums(r_res);
   layernorm_relevance(r_branch, r_res, bt.x, bt.ln1, bt.ln1_rstd, w.norm1_w, rules.layernorm);
-  log_layer(rep, pre + "norm1", r_res.sum(), r_branch.sum());
+  log_layer(rep, pre + "norm1", total(r_res), total(r_branch));
   tok.attn_path = token_sums(r_branch);
-  pass.r = r_tmp + r_branch;  // x_b feeds both the residual and LN1
-  log_layer(rep, pre + "clone1", pass.r.sum(), pass.r.sum());
+  sum_of(pass.r, r_tmp, r_branch);  // x_b feeds both the residual and LN1
+  log_layer(rep, pre + "clone1", total(pass.r), total(pass.r));
   tok.input = token_sums(pass.r);
-  rep.block_input_sums[size_t(b)] = pass.r.sum();
+  rep.block_input_sums[size_t(b)] = total(pass.r);
 }
 
 // From block 0's input through norm_pre, the position-embedding add (over the rows that have a
