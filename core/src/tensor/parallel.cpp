@@ -14,7 +14,9 @@ int thread_limit() {
 #if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
   return 1;
 #else
-  const int hw = std::max(1, int(std::thread::hardware_concurrency()));
+  // Asked once: in wasm under node each call is os.cpus() (an object per CPU), 0.7–1.1 % of an
+  // explanation's profile when explain() resolved its options' thread limit.
+  static const int hw = std::max(1, int(std::thread::hardware_concurrency()));
 #if defined(__EMSCRIPTEN__)
   return std::min(hw, wasm_thread_pool);
 #else
