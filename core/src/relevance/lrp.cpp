@@ -248,51 +248,61 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   tok.output = token_sums(pass.r);
   MatD r_res, r_branch, r_tmp, r_tmp2;  // (n, d) or (n, mlp)
   MatD branch_scaled;                   // (n, d) γ ⊙ branch, LayerScale only
+  // Each relevance is summed once, when it is formed: the report's layers share their ends.
+  const double sum_out = total(pass.r);
   // x_{b+1} = x' + γ2 ⊙ f; LayerScale passes the branch's relevance to f unchanged
   add_relevance(r_res, r_branch, pass.r, bt.x_mid, scaled(branch_scaled, bt.mlp_out, w.ls2), rules.add);
-  log_layer(rep, pre + "add2", total(pass.r), total(r_res) + total(r_branch));
+  const double sum_res2 = total(r_res), sum_ff = total(r_branch);
+  log_layer(rep, pre + "add2", sum_out, sum_res2 + sum_ff);
   tok.residual2 = token_sums(r_res);
   tok.ff_branch = token_sums(r_branch);
   linear_relevance(r_tmp, r_branch, bt.act, bt.mlp_out, w.fc2_w, w.fc2_b, rules.linear, s);
-  log_layer(rep, pre + "mlp.fc2", total(r_branch), total(r_tmp));
-  log_layer(rep, pre + "mlp.act", total(r_tmp), total(r_tmp));  // GELU: identity
+  const double sum_act = total(r_tmp);
+  log_layer(rep, pre + "mlp.fc2", sum_ff, sum_act);
+  log_layer(rep, pre + "mlp.act", sum_act, sum_act);  // GELU: identity
   linear_relevance(r_tmp2, r_tmp, bt.ln2, bt.fc1, w.fc1_w, w.fc1_b, rules.linear, s);
-  log_layer(rep, pre + "mlp.fc1", total(r_tmp), total(r_tmp2));
+  const double sum_ln2 = total(r_tmp2);
+  log_layer(rep, pre + "mlp.fc1", sum_act, sum_ln2);
   tok.ff_in = token_sums(r_tmp2);
   layernorm_relevance(r_tmp, r_tmp2, bt.x_mid, bt.ln2, bt.ln2_rstd, w.norm2_w, rules.layernorm);
-  log_layer(rep, pre + "norm2", total(r_tmp2), total(r_tmp));
+  log_layer(rep, pre + "norm2", sum_ln2, total(r_tmp));
   tok.ff_path = token_sums(r_tmp);
   add_into(r_res, r_tmp);  // x' feeds both the residual and LN2: the branch relevances add
-  log_layer(rep, pre + "clone2", total(r_res), total(r_res));
+  const double sum_mid = total(r_res);
+  log_layer(rep, pre + "clone2", sum_mid, sum_mid);
   tok.mid = token_sums(r_res);
   // x' = x_b + γ1 ⊙ o
   add_relevance(r_tmp, r_branch, r_res, bt.x, scaled(branch_scaled, bt.attn_out, w.ls1), rules.add);
-  log_layer(rep, pre + "add1", total(r_res), total(r_tmp) + total(r_branch));
+  const double sum_attn_branch = total(r_branch);
+  log_layer(rep, pre + "add1", sum_mid, total(r_tmp) + sum_attn_branch);
   tok.residual1 = token_sums(r_tmp);
   tok.attn_branch = token_sums(r_branch);
   MatD r_ctx, r_qkv;  // (n, d), (n, 3d)
   linear_relevance(r_ctx, r_branch, bt.ctx, bt.attn_out, w.proj_w, w.proj_b, rules.linear, s);
-  log_layer(rep, pre + "attn.proj", total(r_branch), total(r_ctx));
+  const double sum_ctx = total(r_ctx);
+  log_layer(rep, pre + "attn.proj", sum_attn_branch, sum_ctx);
   tok.ctx = token_sums(r_ctx);
   const AttentionRelevanceSums a =
       attention_relevance(r_qkv, pass.r_attn[size_t(b)], r_ctx, bt.qkv, bt.attn, bt.ctx,
                           int(bt.attn.size()), rules.product, rules.softmax, s);
-  log_layer(rep, pre + "attn.A_v", total(r_ctx), a.attn + a.v);
+  log_layer(rep, pre + "attn.A_v", sum_ctx, a.attn + a.v);
   log_layer(rep, pre + "attn.softmax", a.attn, a.scores);
   log_layer(rep, pre + "attn.q_kT", a.scores, a.q + a.k);
   tok.q = column_sums(r_qkv, 0, d);  // r_qkv = [R_q | R_k | R_v], heads inside each
   tok.k = column_sums(r_qkv, d, d);
   tok.v = column_sums(r_qkv, 2 * d, d);
   linear_relevance(r_res, r_qkv, bt.ln1, bt.qkv, w.qkv_w, w.qkv_b, rules.linear, s);
-  log_layer(rep, pre + "attn.qkv", total(r_qkv), total(r_res));
+  const double sum_ln1 = total(r_res);
+  log_layer(rep, pre + "attn.qkv", total(r_qkv), sum_ln1);
   tok.attn_in = token_sums(r_res);
   layernorm_relevance(r_branch, r_res, bt.x, bt.ln1, bt.ln1_rstd, w.norm1_w, rules.layernorm);
-  log_layer(rep, pre + "norm1", total(r_res), total(r_branch));
+  log_layer(rep, pre + "norm1", sum_ln1, total(r_branch));
   tok.attn_path = token_sums(r_branch);
   sum_of(pass.r, r_tmp, r_branch);  // x_b feeds both the residual and LN1
-  log_layer(rep, pre + "clone1", total(pass.r), total(pass.r));
+  const double sum_in = total(pass.r);
+  log_layer(rep, pre + "clone1", sum_in, sum_in);
   tok.input = token_sums(pass.r);
-  rep.block_input_sums[size_t(b)] = total(pass.r);
+  rep.block_input_sums[size_t(b)] = sum_in;
 }
 
 // From block 0's input through norm_pre, the position-embedding add (over the rows that have a
