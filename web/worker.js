@@ -215,6 +215,37 @@ function progressOption(id, cancelFlag) {
   };
 }
 
+// Starts the engine whose Emscripten glue is at `url` with its .wasm beside it, the .wasm's
+// download and compilation started first, so that they overlap the glue's import instead of
+// following it (the glue would fetch it only once imported and run). Resolves to the module;
+// rejects when either part fails.
+async function loadEngine(url, options = {}) {
+  const wasmUrl = url.replace(/\.js$/, '.wasm');
+  const compiled = WebAssembly.compileStreaming(fetch(wasmUrl)).catch(async () => {
+    // compileStreaming needs the application/wasm type, which some static hosts do not send
+    const res = await fetch(wasmUrl);
+    if (!res.ok) throw new Error(`${wasmUrl}: HTTP ${res.status}`);
+    return WebAssembly.compile(await res.arrayBuffer());
+  });
+  compiled.catch(() => {}); // reported below, through `failed`
+  const { default: createVitlens } = await import(url);
+  let fail;
+  const failed = new Promise((_, reject) => {
+    fail = reject;
+  });
+  const started = createVitlens({
+    ...options,
+    // Emscripten's hook for a module compiled elsewhere: receive(instance, module) starts the
+    // runtime (the threaded build also sends the module to its threads). Emscripten does not
+    // see a failure here, so it rejects `failed` instead.
+    instantiateWasm(imports, receive) {
+      compiled.then(async (module) => receive(await WebAssembly.instantiate(module, imports), module)).catch(fail);
+      return {};
+    },
+  });
+  return Promise.race([started, failed]);
+}
+
 const handlers = {
   // Loads the engine: the pthreads build (wasmMtUrl) when this worker is cross-origin isolated
   // (SharedArrayBuffer available), else — or if that fails — the single-threaded one; of either
@@ -226,14 +257,14 @@ const handlers = {
     let started = null;
     if (wasmMtUrl && self.crossOriginIsolated === true) {
       try {
-        started = await startEngine(wasmMtUrl, relaxed, async (u) => (await import(u)).default({ deferThreads: true }));
+        started = await startEngine(wasmMtUrl, relaxed, (u) => loadEngine(u, { deferThreads: true }));
         threadsLater = true;
       } catch (e) {
         note = `the threaded engine did not start (${e.message || e}); using one thread`;
       }
     }
     try {
-      started ??= await startEngine(wasmUrl, relaxed);
+      started ??= await startEngine(wasmUrl, relaxed, (u) => loadEngine(u));
       vitlens = started.vitlens;
       registry = vitlens.methods();
     } catch (e) {
