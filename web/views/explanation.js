@@ -7,7 +7,7 @@
 import { emit, on } from '../events.js';
 import { drawColorbar, drawGrid, drawOverlay, formatNumber, minMax } from '../render.js';
 import { patchToken, tokenLayout, tokenPatch } from '../tokens.js';
-import { $, cancelFlag, fitCanvas, raiseFlag, stopLong } from './util.js';
+import { $, afterPaint, cancelFlag, fitCanvas, raiseFlag, stopLong } from './util.js';
 
 export function createExplanationView(app) {
   const display = { cmap: 'jet', opacity: 0.55, threshold: 0 };
@@ -76,15 +76,20 @@ export function createExplanationView(app) {
       if (pending !== p) return;
       app.explanation = ex;
       draw();
-      emit('explained', { explanation: ex });
       const total = ex.ms.toFixed(1);
       $('timing').textContent = `${m.name} for “${app.className(ex.target)}”: ${total} ms in the worker (the forward pass of this image: ${app.predictMs.toFixed(1)} ms)` +
         (firstShown ? '.' : '; the first calls also pay for the browser compiling the engine’s code.');
+      app.mark('explained'); // the first time: the page's first explanation, drawn (issue 15)
+      // The other views (the teaching rows, per-head views, curves: ~30 ms of canvases on the
+      // first explanation) follow once the browser has painted this one; the counters below say
+      // that every view has it.
+      await afterPaint();
+      if (app.explanation !== ex) return; // a newer one was drawn meanwhile and told them
+      emit('explained', { explanation: ex });
       const root = document.documentElement;
       root.dataset.explanations = String(Number(root.dataset.explanations ?? 0) + 1);
       if (!firstShown) {
         firstShown = true;
-        app.mark('explained');
         root.dataset.firstExplanationMs = String(app.timeline.explained);
         root.dataset.timeline = JSON.stringify(app.timeline);
       }

@@ -20,6 +20,20 @@ export function sizeCanvas(canvas, cssW, cssH) {
   return dpr;
 }
 
+// Resolves once the browser has painted what was drawn before the call: a task queued from the
+// next animation frame runs after that frame. At once in a hidden page (no frames), and after
+// 100 ms at the latest (a page hidden meanwhile).
+export function afterPaint() {
+  if (document.visibilityState === 'hidden') return Promise.resolve();
+  return new Promise((resolve) => {
+    const late = setTimeout(resolve, 100);
+    requestAnimationFrame(() => setTimeout(() => {
+      clearTimeout(late);
+      resolve();
+    }, 0));
+  });
+}
+
 // In-engine cancellation needs a SharedArrayBuffer, which only a cross-origin isolated page has.
 const CAN_SHARE = self.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function';
 
