@@ -15,7 +15,7 @@ export const artifacts = path.join(repo, 'tests/artifacts');
 
 // Flags from ../shared/TOOLCHAIN.md: without the networking ones chromium's own background
 // connections are refused by the closed network and show up as errors.
-const CHROMIUM_ARGS = [
+export const CHROMIUM_ARGS = [
   '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
   '--disable-component-update', '--disable-sync',
 ];

@@ -1,0 +1,101 @@
+// startup_ab.mjs — the page's start-up, two builds against each other: opening the page to its
+// first explanation drawn (the page's `data-first-explanation-ms`), a fresh browser context per
+// page so nothing is cached, the two builds taking turns (A B, B A, …) so that a shared machine's
+// load falls on both alike. Each build is a web/ directory (the page and its serve.mjs) and a
+// directory of wasm modules; both are served at once, on two ports.
+//
+//   node bench/startup_ab.mjs --a-web DIR [--a-wasm DIR] [--b-web DIR] [--b-wasm DIR]
+//                             [--pages 16] [--isolate] [--search '?simd=plain'] [--json]
+// --b-web defaults to this checkout's web/, each --…-wasm to build-wasm/wasm; e.g. A = a copy of
+// web/ from another commit (git worktree), B = the working tree. Prints each build's median and
+// quartiles and the median of the per-pair differences B − A (the figure to quote: each pair ran
+// within a second or two of each other). Needs /usr/bin/chromium and playwright-core from
+// tests/browser (npm ci there).
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+import { repo } from '../tests/node/support.mjs';
+import { CHROMIUM_ARGS, chromiumPath, modelsDir, openPage } from '../tests/browser/harness.mjs';
+
+export function parseArgs(argv) {
+  const o = {
+    aWeb: null, aWasm: path.join(repo, 'build-wasm/wasm'), bWeb: path.join(repo, 'web'),
+    bWasm: path.join(repo, 'build-wasm/wasm'), pages: 16, isolate: false, search: '', json: false,
+  };
+  const dirs = { '--a-web': 'aWeb', '--a-wasm': 'aWasm', '--b-web': 'bWeb', '--b-wasm': 'bWasm' };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    if (a in dirs) o[dirs[a]] = path.resolve(value());
+    else if (a === '--pages') {
+      o.pages = Number(value());
+      if (!Number.isInteger(o.pages) || o.pages < 1) throw new Error('--pages takes a whole number ≥ 1');
+    } else if (a === '--isolate') o.isolate = true;
+    else if (a === '--search') o.search = value();
+    else if (a === '--json') o.json = true;
+    else throw new Error(`unknown argument ${a}`);
+  }
+  if (!o.aWeb) throw new Error('--a-web DIR is needed: the page to compare against (a web/ directory)');
+  return o;
+}
+
+const quantile = (xs, q) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const i = (s.length - 1) * q;
+  return s[Math.floor(i)] + (s[Math.ceil(i)] - s[Math.floor(i)]) * (i - Math.floor(i));
+};
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  const { chromium } = createRequire(new URL('../tests/browser/harness.mjs', import.meta.url))('playwright-core');
+  const models = modelsDir();
+  const builds = { A: { web: o.aWeb, wasm: o.aWasm }, B: { web: o.bWeb, wasm: o.bWasm } };
+  for (const b of Object.values(builds)) {
+    const { startServer } = await import(pathToFileURL(path.join(b.web, 'serve.mjs')).href);
+    b.server = await startServer({ port: 0, wasmDir: b.wasm, modelsDir: models.dir, isolate: o.isolate });
+    b.ms = [];
+  }
+  const browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
+  try {
+    for (let i = 0; i < o.pages; i++) {
+      for (const k of i % 2 ? ['B', 'A'] : ['A', 'B']) {
+        const tab = await openPage({ browser }, { intercept: false });
+        try {
+          await tab.page.goto(builds[k].server.url + o.search);
+          await tab.page.waitForFunction(() => document.documentElement.dataset.firstExplanationMs, null, { timeout: 60_000 });
+          builds[k].ms.push(Number(await tab.page.evaluate(() => document.documentElement.dataset.firstExplanationMs)));
+        } finally {
+          await tab.context.close();
+        }
+      }
+    }
+  } finally {
+    await browser.close();
+    for (const b of Object.values(builds)) await b.server.close();
+  }
+  const diff = builds.A.ms.map((a, i) => builds.B.ms[i] - a);
+  const out = {
+    pages: o.pages, isolate: o.isolate, search: o.search,
+    A: { web: o.aWeb, wasm: o.aWasm, ms: builds.A.ms }, B: { web: o.bWeb, wasm: o.bWasm, ms: builds.B.ms },
+    median_b_minus_a: quantile(diff, 0.5),
+  };
+  if (o.json) {
+    console.log(JSON.stringify(out, null, 1));
+    return;
+  }
+  for (const k of ['A', 'B']) {
+    const ms = builds[k].ms;
+    console.log(`${k} (${builds[k].web}, ${builds[k].wasm}): first explanation a median ${quantile(ms, 0.5).toFixed(0)} ms ` +
+      `(quartiles ${quantile(ms, 0.25).toFixed(0)}–${quantile(ms, 0.75).toFixed(0)}, ${ms.length} pages)`);
+  }
+  console.log(`B − A, median of the ${diff.length} pairs: ${out.median_b_minus_a.toFixed(0)} ms`);
+}
+
+main().catch((e) => {
+  console.error(e.message);
+  process.exit(1);
+});
