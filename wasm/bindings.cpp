@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -1113,76 +1114,156 @@ class WasmModel {
   std::shared_ptr<const Model> model_;
 };
 
-// A bound of an option as JS: the number, or null when it depends on the model (then its `…Of`
-// names the bound: "lastBlock", "lastClass"); a build-dependent one (the thread limit) resolved.
-void bound_to_js(val& o, const char* name, const OptionBound& b) {
+// The method registry crosses to JS as one JSON text, parsed there once. Built value by value
+// through Embind (a JS call per property) it took 10–22 ms in node and 16–65 ms in the page's
+// worker, on the way to the first explanation (issue 15), mostly the first call's compiling of
+// the many Embind instantiations; this writer is a few small functions.
+class JsonText {
+ public:
+  JsonText& begin_object() { return open('{'); }
+  JsonText& end_object() { return close('}'); }
+  JsonText& begin_array() { return open('['); }
+  JsonText& end_array() { return close(']'); }
+  // The next value's key (inside an object).
+  JsonText& key(const char* k) {
+    separate();
+    quoted(k);
+    out_ += ':';
+    first_ = true;
+    return *this;
+  }
+  JsonText& value(const std::string& v) {
+    separate();
+    quoted(v);
+    return *this;
+  }
+  JsonText& value(const char* v) { return value(std::string(v)); }
+  JsonText& value(bool v) { return raw(v ? "true" : "false"); }
+  // %.17g reads back as the same double; JSON has no Infinity or NaN: null.
+  JsonText& value(double v) {
+    if (!std::isfinite(v)) return null();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return raw(buf);
+  }
+  JsonText& null() { return raw("null"); }
+  const std::string& text() const { return out_; }
+
+ private:
+  JsonText& open(char c) {
+    separate();
+    out_ += c;
+    first_ = true;
+    return *this;
+  }
+  JsonText& close(char c) {
+    out_ += c;
+    first_ = false;
+    return *this;
+  }
+  JsonText& raw(const char* v) {
+    separate();
+    out_ += v;
+    return *this;
+  }
+  void separate() {
+    if (!first_) out_ += ',';
+    first_ = false;
+  }
+  // "…" with ", \ and control characters escaped; UTF-8 passes through.
+  void quoted(const std::string& v) {
+    out_ += '"';
+    for (const char ch : v) {
+      const unsigned char c = static_cast<unsigned char>(ch);
+      if (c == '"' || c == '\\') {
+        out_ += '\\';
+        out_ += ch;
+      } else if (c < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out_ += buf;
+      } else {
+        out_ += ch;
+      }
+    }
+    out_ += '"';
+  }
+
+  std::string out_;
+  bool first_ = true;  // no comma before the next value
+};
+
+// A bound of an option: the number, or null when it depends on the model (then its `…Of` names
+// the bound: "lastBlock", "lastClass"); a build-dependent one (the thread limit) resolved.
+void bound_json(JsonText& o, const char* name, const OptionBound& b) {
   const bool model_dependent = b.ref == OptionRef::last_block || b.ref == OptionRef::last_class;
-  o.set(name, model_dependent ? val::null() : val(resolve(b, nullptr)));
-  o.set(std::string(name) + "Of", model_dependent ? val(camel_case(option_ref_name(b.ref))) : val::null());
+  if (model_dependent) o.key(name).null();
+  else o.key(name).value(resolve(b, nullptr));
+  const std::string of = std::string(name) + "Of";
+  if (model_dependent) o.key(of.c_str()).value(camel_case(option_ref_name(b.ref)));
+  else o.key(of.c_str()).null();
 }
 
 // One option of `method` (a method option's choices: every other method).
-val option_spec_to_js(const OptionSpec& s, const MethodInfo& method) {
-  val o = val::object();
-  o.set("key", std::string(s.key));
-  o.set("jsKey", s.js_key());
-  o.set("flag", s.flag());
-  val aliases = val::array();
+void option_spec_json(JsonText& o, const OptionSpec& s, const MethodInfo& method) {
+  o.begin_object();
+  o.key("key").value(s.key);
+  o.key("jsKey").value(s.js_key());
+  o.key("flag").value(s.flag());
+  o.key("aliases").begin_array();
   for (const OptionSpec::Alias& a : s.aliases) {
-    val alias = val::object();
-    alias.set("word", std::string(a.word));
-    alias.set("jsKey", camel_case(a.word));
-    alias.set("value", std::string(a.value));
-    aliases.call<void>("push", alias);
+    o.begin_object();
+    o.key("word").value(a.word);
+    o.key("jsKey").value(camel_case(a.word));
+    o.key("value").value(a.value);
+    o.end_object();
   }
-  o.set("aliases", aliases);
-  o.set("kind", std::string(option_kind_name(s.kind)));
-  val choices = val::array();
+  o.end_array();
+  o.key("kind").value(option_kind_name(s.kind));
+  o.key("choices").begin_array();
   if (s.kind == OptionKind::choice)
-    for (const std::string& c : s.choices) choices.call<void>("push", c);
+    for (const std::string& c : s.choices) o.value(c);
   if (s.kind == OptionKind::method)
     for (const MethodInfo& m : method_registry())
-      if (&m != &method) choices.call<void>("push", std::string(m.name));
-  o.set("choices", choices);
-  val choice_help = val::array();
-  for (const std::string& h : s.choice_help) choice_help.call<void>("push", h);
-  o.set("choiceHelp", choice_help);
-  const bool numeric = s.kind == OptionKind::integer || s.kind == OptionKind::number;
-  if (numeric) {
-    bound_to_js(o, "min", s.min);
-    bound_to_js(o, "max", s.max);
+      if (&m != &method) o.value(m.name);
+  o.end_array();
+  o.key("choiceHelp").begin_array();
+  for (const std::string& h : s.choice_help) o.value(h);
+  o.end_array();
+  if (s.kind == OptionKind::integer || s.kind == OptionKind::number) {
+    bound_json(o, "min", s.min);
+    bound_json(o, "max", s.max);
   } else {
-    o.set("min", val::null());
-    o.set("minOf", val::null());
-    o.set("max", val::null());
-    o.set("maxOf", val::null());
+    for (const char* k : {"min", "minOf", "max", "maxOf"}) o.key(k).null();
   }
+  o.key("default");
   switch (s.kind) {
     case OptionKind::integer:
-    case OptionKind::number: o.set("default", resolve(s.def, nullptr)); break;
-    case OptionKind::flag: o.set("default", s.def.value != 0); break;
-    case OptionKind::choice: o.set("default", s.choices[size_t(s.def.value)]); break;
-    case OptionKind::method: o.set("default", s.def_text); break;
-    case OptionKind::image: o.set("default", val::null()); break;  // black
+    case OptionKind::number: o.value(resolve(s.def, nullptr)); break;
+    case OptionKind::flag: o.value(s.def.value != 0); break;
+    case OptionKind::choice: o.value(s.choices[size_t(s.def.value)]); break;
+    case OptionKind::method: o.value(s.def_text); break;
+    case OptionKind::image: o.null(); break;  // black
   }
-  o.set("defaultText", default_text(s));
-  o.set("zeroIsDefault", s.zero_is_default);
-  o.set("minMeans", s.min_means ? val(std::string(s.min_means)) : val::null());
-  o.set("help", s.help);
-  return o;
+  o.key("defaultText").value(default_text(s));
+  o.key("zeroIsDefault").value(s.zero_is_default);
+  if (s.min_means) o.key("minMeans").value(s.min_means);
+  else o.key("minMeans").null();
+  o.key("help").value(s.help);
+  o.end_object();
 }
 
-val output_spec_to_js(const OutputSpec& s) {
-  val o = val::object();
-  o.set("key", std::string(s.key));
-  o.set("jsKey", s.js_key());
-  o.set("shape", std::string(s.shape));
-  val dims = val::array();
-  for (const char* d : s.dims) dims.call<void>("push", std::string(d));
-  o.set("dims", dims);
-  o.set("when", std::string(s.when));
-  o.set("help", std::string(s.help));
-  return o;
+void output_spec_json(JsonText& o, const OutputSpec& s) {
+  o.begin_object();
+  o.key("key").value(s.key);
+  o.key("jsKey").value(s.js_key());
+  o.key("shape").value(s.shape);
+  o.key("dims").begin_array();
+  for (const char* d : s.dims) o.value(d);
+  o.end_array();
+  o.key("when").value(s.when);
+  o.key("help").value(s.help);
+  o.end_object();
 }
 
 // An explanation's norm output (L × {maps: {stage: n·n}, mixing: {stage: n}}, every stage) back
@@ -1273,32 +1354,34 @@ val norm_image_summary_js(val norm) {
 
 // The registry with each method's option and output tables (options.h).
 val methods_js() {
-  val out = val::array();
+  JsonText o;
+  o.begin_array();
   for (const MethodInfo& m : method_registry()) {
-    val o = val::object();
-    o.set("name", std::string(m.name));
-    o.set("description", std::string(m.description));
-    o.set("paper", std::string(m.paper));
-    val keys = val::array(), specs = val::array(), outputs = val::array();
-    for (const OptionSpec& s : m.options) {
-      keys.call<void>("push", s.js_key());
-      specs.call<void>("push", option_spec_to_js(s, m));
-    }
-    for (const OutputSpec& s : m.outputs) outputs.call<void>("push", output_spec_to_js(s));
-    o.set("options", keys);
-    o.set("optionSpecs", specs);
-    o.set("outputs", outputs);
-    o.set("classSpecific", m.class_specific);
-    o.set("reportsRelevance", m.reports_relevance);
-    o.set("conserves", m.conserves);
-    o.set("nativePixels", m.native_pixels);
-    o.set("longRunning", m.long_running);
-    o.set("stepFormula", std::string(m.step_formula));
-    o.set("featured", m.featured);
-    o.set("walk", has_walk(m.name));
-    out.call<void>("push", o);
+    o.begin_object();
+    o.key("name").value(m.name);
+    o.key("description").value(m.description);
+    o.key("paper").value(m.paper);
+    o.key("options").begin_array();
+    for (const OptionSpec& s : m.options) o.value(s.js_key());
+    o.end_array();
+    o.key("optionSpecs").begin_array();
+    for (const OptionSpec& s : m.options) option_spec_json(o, s, m);
+    o.end_array();
+    o.key("outputs").begin_array();
+    for (const OutputSpec& s : m.outputs) output_spec_json(o, s);
+    o.end_array();
+    o.key("classSpecific").value(m.class_specific);
+    o.key("reportsRelevance").value(m.reports_relevance);
+    o.key("conserves").value(m.conserves);
+    o.key("nativePixels").value(m.native_pixels);
+    o.key("longRunning").value(m.long_running);
+    o.key("stepFormula").value(m.step_formula);
+    o.key("featured").value(m.featured);
+    o.key("walk").value(has_walk(m.name));
+    o.end_object();
   }
-  return out;
+  o.end_array();
+  return val::global("JSON").call<val>("parse", o.text());
 }
 
 val decode_image_js(val bytes) {
