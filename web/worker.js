@@ -221,11 +221,11 @@ function progressOption(id, cancelFlag) {
 // rejects when either part fails.
 async function loadEngine(url, options = {}) {
   const wasmUrl = url.replace(/\.js$/, '.wasm');
-  const compiled = WebAssembly.compileStreaming(fetch(wasmUrl)).catch(async () => {
-    // compileStreaming needs the application/wasm type, which some static hosts do not send
-    const res = await fetch(wasmUrl);
+  const compiled = fetch(wasmUrl).then((res) => {
     if (!res.ok) throw new Error(`${wasmUrl}: HTTP ${res.status}`);
-    return WebAssembly.compile(await res.arrayBuffer());
+    // compileStreaming needs the application/wasm type, which some static hosts do not send
+    if (res.headers.get('Content-Type')?.startsWith('application/wasm')) return WebAssembly.compileStreaming(res);
+    return res.arrayBuffer().then((bytes) => WebAssembly.compile(bytes));
   });
   compiled.catch(() => {}); // reported below, through `failed`
   const { default: createVitlens } = await import(url);
