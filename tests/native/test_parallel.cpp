@@ -74,15 +74,30 @@ TEST_CASE("WorkerPool runs every index once, over many runs, from the caller too
   }
 }
 
+namespace {
+// Waits until done() or 10 s have passed (a test that fails rather than hangs); answers done().
+template <typename F>
+bool wait_for(F done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  return done();
+}
+}  // namespace
+
 TEST_CASE("WorkerPool: a run inside a job runs inline; another caller runs inline while busy", "[parallel]") {
   WorkerPool pool(2);
-  std::atomic<int> inner{0}, inner_available{0};
-  pool.run(3, [&](int) {
-    inner_available += pool.available();
+  std::atomic<int> inner{0}, inline_seen{0};
+  std::atomic<bool> checked{false};
+  pool.run(3, [&](int t) {
+    // Index 0 looks while the others wait for it (not finished): the pool is not available to
+    // it; the others never get it.
+    if (t != 0) wait_for([&] { return checked.load(); });
+    inline_seen += pool.available() == 1;
+    checked = true;
     pool.run(4, [&](int) { inner++; });
   });
   CHECK(inner.load() == 12);
-  CHECK(inner_available.load() == 3);  // 1 on each of the three indices
+  CHECK(inline_seen.load() == 3);
 #if !defined(__EMSCRIPTEN__) || defined(__EMSCRIPTEN_PTHREADS__)
   // Two threads using one pool: whichever comes second runs its job inline; both complete.
   std::atomic<int> total{0};
@@ -92,6 +107,66 @@ TEST_CASE("WorkerPool: a run inside a job runs inline; another caller runs inlin
   for (int i = 0; i < 200; ++i) pool.run(5, [&](int) { total++; });
   other.join();
   CHECK(total.load() == 2000);
+#endif
+}
+
+TEST_CASE("WorkerPool: in the caller's index 0, once the others have finished, a run uses the workers", "[parallel]") {
+  WorkerPool pool(1);
+#if !defined(__EMSCRIPTEN__) || defined(__EMSCRIPTEN_PTHREADS__)
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<bool> one_done{false};
+    std::atomic<int> nested_hits{0}, nested_on_worker{0}, available_after{0};
+    pool.run(2, [&](int t) {
+      if (t == 1) {
+        one_done = true;
+        return;
+      }
+      // Index 0 waits until index 1 has finished: from then on the pool is available to it.
+      REQUIRE(wait_for([&] { return pool.available() == 2; }));
+      for (int nested = 0; nested < 3; ++nested) {
+        std::atomic<bool> started{false};
+        pool.run(2, [&](int u) {
+          nested_hits++;
+          if (u == 1) {
+            nested_on_worker += std::this_thread::get_id() != caller;
+            started = true;
+            return;
+          }
+          wait_for([&] { return started.load(); });  // so that the worker, not the caller, takes 1
+        });
+        available_after += pool.available() == 2;  // still the caller's, still idle workers
+      }
+    });
+    REQUIRE(one_done.load());
+    CHECK(nested_hits.load() == 6);
+    CHECK(nested_on_worker.load() == 3);
+    CHECK(available_after.load() == 3);
+    CHECK(pool.available() == 2);
+  }
+  // The enclosing run's exceptions survive its nested runs, and a nested run's reach its caller.
+  std::atomic<bool> caught_inner{false};
+  try {
+    pool.run(2, [&](int t) {
+      if (t == 1) throw std::runtime_error("one");
+      REQUIRE(wait_for([&] { return pool.available() == 2; }));
+      try {
+        pool.run(3, [&](int u) {
+          if (u == 2) throw std::runtime_error("inner");
+        });
+      } catch (const std::runtime_error& e) {
+        caught_inner = std::string(e.what()) == "inner";
+      }
+      pool.run(2, [&](int) {});
+    });
+    FAIL("no exception");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) == "one");
+  }
+  CHECK(caught_inner.load());
+  std::atomic<int> after{0};
+  pool.run(2, [&](int) { after++; });
+  CHECK(after.load() == 2);
 #endif
 }
 

@@ -81,14 +81,18 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
   // ms on the shipped model in node; with the layers splitting their own work (parallel.h) it
   // still pays there, if less (13.0–13.5 against 13.3–13.6 ms with the forward pass, three
   // interleaved runs). Larger models split each pass, which paid more before the layers' splits
-  // (DeiT-tiny: 314 ms against 324 ms side by side; not measured since).
+  // (DeiT-tiny: 314 ms against 324 ms side by side; not measured since). The calling thread takes
+  // the longer double forward (~5 ms against the backward's ~2.7 on the shipped model) and, once
+  // the worker has finished the backward, splits the rest of it with the worker (WorkerPool::run,
+  // parallel.h): 0.90–0.92× the time of the worker taking the double forward alone (node, two
+  // interleaved runs of 41 rounds); the calling thread also reads that trace in the relevance pass.
   constexpr double kSideBySideMacs = double(1 << 21);
   const double largest_product =  // qkv or fc1, or the patch embedding (large patches)
       double(c.dim) * std::max(double(c.tokens()) * std::max(3 * c.dim, c.mlp_dim),
                                double(c.num_patches()) * c.channels * c.patch * c.patch);
   if (opt.weight == AttnWeight::grad && st.grads_target != out.target && !st.has_trace_d &&
       opt.precision == LrpPrecision::float64 && largest_product < kSideBySideMacs && compute_pool().available() >= 2)
-    compute_pool().run(2, [&](int t) { t == 0 ? void(target_grads(m, st, out.target)) : void(trace_d(m, st, opt.precision)); });
+    compute_pool().run(2, [&](int t) { t == 0 ? void(trace_d(m, st, opt.precision)) : void(target_grads(m, st, out.target)); });
   const Grads* g = opt.weight == AttnWeight::grad ? &target_grads(m, st, out.target) : nullptr;
   // The per-block, per-head weights W_h of Ā_b (nullptr: none).
   auto weights = [&](int b) -> const std::vector<Mat>* {

@@ -45,6 +45,16 @@ struct InJob {
   ~InJob() { t_in_job = saved; }
 };
 
+// The pool of whose run this thread is the caller, while it runs that run's index 0 (else
+// nullptr): there a run may use the pool's workers once the run's other indices have finished.
+thread_local const WorkerPool* t_owner = nullptr;
+
+struct Owner {
+  const WorkerPool* saved = t_owner;
+  explicit Owner(const WorkerPool* pool) { t_owner = pool; }
+  ~Owner() { t_owner = saved; }
+};
+
 // Checks of an atomic before a waiting thread sleeps: about a millisecond, longer than any gap
 // between two split pieces of one explanation (the serial steps between them take microseconds
 // to tens of microseconds), so that a worker stays awake through an explanation and takes each
@@ -122,12 +132,37 @@ WorkerPool::~WorkerPool() {
   for (std::thread& th : threads_) th.join();
 }
 
+bool WorkerPool::others_done() const {
+  // n_ is written only by the thread that owns the run, which is this one.
+  return t_owner == this && done_.load(std::memory_order_acquire) == n_ - 1;
+}
+
 int WorkerPool::available() const {
+  if (others_done()) return size();
   return t_in_job || busy_.load(std::memory_order_relaxed) ? 1 : size();
 }
 
 void WorkerPool::run(int n, const std::function<void(int)>& job) {
   if (n <= 0) return;
+  if (n > 1 && !threads_.empty() && others_done()) {
+    // In the caller's index 0 of a run whose other indices have finished: the workers are idle,
+    // so this run uses them. The enclosing run keeps only its bookkeeping (its size and its
+    // exceptions), set aside here and restored: no thread touches them meanwhile.
+    const int outer_n = n_;
+    const std::function<void(int)>* const outer_job = job_;
+    std::vector<std::exception_ptr> outer_errors;
+    outer_errors.swap(errors_);
+    std::vector<std::exception_ptr> errors = publish_and_run(n, job);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      n_ = outer_n;
+      job_ = outer_job;
+    }
+    errors_.swap(outer_errors);
+    done_.store(outer_n - 1, std::memory_order_release);
+    rethrow_first(errors);
+    return;
+  }
   bool idle = false;
   if (n == 1 || threads_.empty() || t_in_job || !busy_.compare_exchange_strong(idle, true)) {
     std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
@@ -142,6 +177,12 @@ void WorkerPool::run(int n, const std::function<void(int)>& job) {
     rethrow_first(errors);
     return;
   }
+  std::vector<std::exception_ptr> errors = publish_and_run(n, job);
+  busy_.store(false, std::memory_order_release);
+  rethrow_first(errors);
+}
+
+std::vector<std::exception_ptr> WorkerPool::publish_and_run(int n, const std::function<void(int)>& job) {
   unsigned gen = 0;
   {
     // The job, its size and its first free index (1: 0 is the caller's) are published together;
@@ -159,6 +200,7 @@ void WorkerPool::run(int n, const std::function<void(int)>& job) {
   wake_.notify_all();
   {
     const InJob in_job;
+    const Owner owner(this);
     try {
       job(0);
     } catch (...) {
@@ -175,8 +217,7 @@ void WorkerPool::run(int n, const std::function<void(int)>& job) {
   }
   std::vector<std::exception_ptr> errors;
   errors.swap(errors_);
-  busy_.store(false, std::memory_order_release);
-  rethrow_first(errors);
+  return errors;
 }
 
 // Takes the indices of generation `gen` (job of n indices) until none is left. The claim word

@@ -46,7 +46,7 @@ int usable_threads(int requested);
 // Runs job(t) for every t = 0 … n−1 on usable_threads(n) threads (t = 0 on the calling thread),
 // then rethrows the first exception in t order. Every t runs whatever the thread count, so
 // callers may index per-worker state by t. Inside a job, compute_pool() runs inline: the threads
-// are already busy.
+// are already busy (but see WorkerPool::run for the caller's own index).
 void run_workers(int n, const std::function<void(int)>& job);
 
 // Workers that wait for jobs between calls, so that splitting a product of a few hundred
@@ -66,16 +66,24 @@ class WorkerPool {
 
   // The threads a run() can use: the workers and the caller.
   int size() const { return int(threads_.size()) + 1; }
-  // The threads a run() from this thread would use now: 1 inside a job or while the pool is busy.
+  // The threads a run() from this thread would use now: 1 inside a job or while the pool is busy,
+  // except in the caller's own index of a run whose other indices have all finished (below).
   int available() const;
 
   // Runs job(t) for t = 0 … n−1: t = 0 on the caller, the others on whichever thread (the caller
   // included) takes them first; returns when all have finished, then rethrows the first exception
   // in t order. Runs everything inline, in order, when called from inside a job (of this or any
-  // pool, or a run_workers strand) or while another thread is using the pool.
+  // pool, or a run_workers strand) or while another thread is using the pool — with one
+  // exception: inside the caller's index 0, once every other index of its run has finished, a
+  // run uses the workers again (they would idle otherwise). Two unequal passes side by side
+  // (transformer-attribution's backward and double forward) thus end with the longer one split.
   void run(int n, const std::function<void(int)>& job);
 
  private:
+  // Publishes a run of n indices, runs index 0 here, helps with the others and waits for all;
+  // answers the run's exceptions (one slot per index).
+  std::vector<std::exception_ptr> publish_and_run(int n, const std::function<void(int)>& job);
+  bool others_done() const;  // in the caller's index 0: every other index of its run has finished
   void work(unsigned gen, int n, const std::function<void(int)>* job);  // takes indices of gen
   void worker_loop(unsigned seen);
 
