@@ -48,11 +48,12 @@ namespace {
   __builtin_unreachable();
 }
 #else
-// The pthreads build uses Emscripten's JS-emulated C++ exceptions (see CMakeLists.txt). A JS
-// Error thrown from C++ there unwinds the C++ frames without their destructors (the Embind
-// invoker's argument handles, our strings), leaking on every failing call. So the message is
-// parked here, the call returns normally, and wasm/mt_errors.js (the module's post-js) throws it
-// in JS. Only the thread that owns the module calls the bindings.
+// The pthreads build uses Emscripten's JS-emulated C++ exceptions where clang-16 is missing
+// (core/CMakeLists.txt). A JS Error thrown from C++ there unwinds the C++ frames without their
+// destructors (the Embind invoker's argument handles, our strings), leaking on every failing
+// call. So the message is parked here, the call returns normally, and wasm/mt_errors.js (the
+// module's post-js) throws it in JS; the build with wasm exceptions keeps the same path, so the
+// two behave alike. Only the thread that owns the module calls the bindings.
 std::string pending_error;
 
 std::string take_error() {

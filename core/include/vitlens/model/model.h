@@ -119,8 +119,9 @@ VecD query_weights(const Config& cfg);
 Model random_model(const Config& cfg, uint64_t seed);
 
 // splitmix64, the mixing function above. Inline: smoothgrad and the ROAD noise call it twice per
-// input element, and in the pthreads wasm build (JS-emulated exceptions) an out-of-line call from
-// a scope with destructors goes through a JS trampoline (6 % of smoothgrad there).
+// input element, and in a pthreads wasm build with JS-emulated exceptions (core/CMakeLists.txt)
+// an out-of-line call from a scope with destructors goes through a JS trampoline (6 % of
+// smoothgrad there).
 inline uint64_t splitmix64(uint64_t x) noexcept {
   uint64_t z = x + 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
