@@ -12,7 +12,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   libeigen3-dev libstb-dev catch2 nlohmann-json3-dev   # header-only C++ dependencies
   emscripten                                          # the wasm toolchain (3.1.6, clang-14)
-  clang-16                                            # the relaxed-SIMD GEMM of vitlens-relaxed.js
+  clang-16                                            # the relaxed-SIMD GEMM; the threaded modules (wasm exceptions)
   dataset-fashion-mnist                               # training/test data for the scenes
 )
 if ! command -v node > /dev/null; then packages+=(nodejs); fi
