@@ -160,6 +160,21 @@ TEST_CASE("variants: the last block formed only where the head reads keeps the l
         CHECK(rel_max_error(db.data(), std::vector<double>(top.data(), top.data() + top.size())) <= 1e-5);
         if (l == L - 1 && q < c.tokens()) CHECK(da.bottomRows(c.tokens() - q).cwiseAbs().maxCoeff() == 0.0f);
       }
+    // Without parameter gradients the backward over every row forms the last block's MLP,
+    // projection and queries for the head's rows only (vit.cpp); with them (whose sums run over
+    // the rows) it forms all: the same input gradient and ∂y/∂A, in the same (n, n) shape.
+    Params dp = params_zeros(c);
+    Grads gp;
+    vit_backward(gp, &dp, m, a, dlogits, full);
+    CHECK(rel_max_error(gp.input.data, gin) <= 1e-5);
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < c.heads; ++h) {
+        INFO("with parameter gradients: block " << l << " head " << h);
+        const Mat& da = ga.blocks[size_t(l)].attn[size_t(h)];
+        const Mat& dpa = gp.blocks[size_t(l)].attn[size_t(h)];
+        REQUIRE(da.rows() == dpa.rows());
+        CHECK(rel_max_error(da.data(), std::vector<double>(dpa.data(), dpa.data() + dpa.size())) <= 1e-5);
+      }
     // An explanation state for gradient methods only (smoothgrad's noisy copies): the same maps,
     // and the methods that read more of the pass are refused.
     ExplainState sf, sg;

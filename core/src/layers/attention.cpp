@@ -38,10 +38,11 @@ void softmax_rows_t(MatT<T>& p, const MatT<T>& s) {
 void softmax_rows(Mat& p, const Mat& s) { softmax_rows_t(p, s); }
 void softmax_rows(MatD& p, const MatD& s) { softmax_rows_t(p, s); }
 
-// ∂p_j/∂s_k = p_j(δ_jk − p_k)  ⇒  ds = p ⊙ (dp − ⟨dp, p⟩)
+// ∂p_j/∂s_k = p_j(δ_jk − p_k)  ⇒  ds = p ⊙ (dp − ⟨dp, p⟩), for the rows of dp (the first ones of p)
 void softmax_rows_backward(Mat& ds, const Mat& dp, const Mat& p) {
-  ds.resize(p.rows(), p.cols());
-  for (Eigen::Index i = 0; i < p.rows(); ++i) {
+  assert(dp.rows() <= p.rows() && dp.cols() == p.cols());
+  ds.resize(dp.rows(), p.cols());
+  for (Eigen::Index i = 0; i < dp.rows(); ++i) {
     const float dot = dp.row(i).dot(p.row(i));
     ds.row(i) = p.row(i).array() * (dp.row(i).array() - dot);
   }
@@ -133,7 +134,7 @@ void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& 
       float* dq = dqkv.data() + o3;  // dq_h, dk_h, dv_h: (n, dh) each, rows 3d apart
       float* dk = dq + d;
       float* dv = dq + 2 * d;
-      const Mat& A = attn[i];  // (r, n)
+      const Mat& A = attn[i];  // (r, n), or (n, n) from a forward pass that formed every row: its first r
       Mat& dA = keep ? dattn[i] : whole ? dattn[0] : range_dA;
       Mat& dS = keep ? dscores[i] : whole ? dscores[0] : range_dS;
       dA.resize(r, n);
@@ -146,6 +147,12 @@ void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& 
       }
       gemm_nn(dq, dS.data(), k, r, dh, n, n, 3 * d, 3 * d, scale, 0.0f);  // dq = dS·k/√d_h
       gemm_tn(dk, dS.data(), q, n, dh, r, n, 3 * d, 3 * d, scale, 0.0f);  // dk = dSᵀ·q/√d_h
+      if (keep && A.rows() > r) {  // kept in A's shape: the rows below r are 0
+        for (Mat* m : {&dA, &dS}) {
+          m->conservativeResize(A.rows(), n);
+          m->bottomRows(A.rows() - r).setZero();
+        }
+      }
     }
   });
 }

@@ -22,6 +22,27 @@ BlockOptionsT<float> block_options(const ForwardOptions& opt, const Config& c, i
   return o;
 }
 
+// The last block's backward from a forward pass that formed every row, when the head reads only
+// its first r rows (the class and distillation tokens): the gradient at the block's output is 0
+// below them, and so is every row of the MLP's, the projection's and the attention's query
+// gradients below them (each maps rows to rows), so those are formed for the r rows only, as the
+// head-rows forward passes do (head_rows_only), instead of n: the same values, bit for bit (the
+// rows left out added exact zeros). Without parameter gradients (their sums run over the rows).
+// ∂y/∂A keeps its (n, n) shape, 0 below row r.
+void last_block_backward_head_rows(BlockGrads& g, const Mat& dout, const BlockTrace& t,
+                                   const BlockParams& w, const Config& c, BlockOptionsT<float> o) {
+  const int r = head_rows(c);
+  assert(dout.rows() == c.tokens());  // 0 below row r: the head's backward writes only its rows
+  BlockTrace top;  // what block_output_backward reads without parameter gradients, rows < r
+  top.fc1 = t.fc1.topRows(r);
+  top.x_mid = t.x_mid.topRows(r);
+  top.ln2_mean = t.ln2_mean.head(r);
+  top.ln2_rstd = t.ln2_rstd.head(r);
+  block_output_backward(g, nullptr, dout.topRows(r), top, w, c, true);
+  o.rows = r;
+  block_attention_backward(g, nullptr, t, w, c, 1, true, o);
+}
+
 void check_options(const ForwardOptions& opt, const Config& c) {
   if (!opt.head_mask.empty() && opt.head_mask.size() != size_t(c.depth) * size_t(c.heads))
     throw Error(ErrorCode::bad_argument, "head mask needs depth × heads = " +
@@ -155,8 +176,13 @@ void vit_backward(Grads& g, Params* dp, const Model& m, const Trace& tr, const V
   const Mat* dout = &g.x_final;
   for (int b = c.depth - 1; b >= 0; --b) {
     BlockGrads& gb = g.blocks[size_t(b)];
-    block_backward(gb, dp ? &dp->blocks[size_t(b)] : nullptr, *dout, tr.blocks[size_t(b)],
-                   p.blocks[size_t(b)], c, 1, true, block_options(opt, c, b));
+    if (b == c.depth - 1 && !dp && !opt.head_rows_only && opt.override_block != b && head_rows(c) < c.tokens()) {
+      last_block_backward_head_rows(gb, *dout, tr.blocks[size_t(b)], p.blocks[size_t(b)], c,
+                                    block_options(opt, c, b));
+    } else {
+      block_backward(gb, dp ? &dp->blocks[size_t(b)] : nullptr, *dout, tr.blocks[size_t(b)],
+                     p.blocks[size_t(b)], c, 1, true, block_options(opt, c, b));
+    }
     dout = &gb.x;
   }
   if (c.pre_norm) {

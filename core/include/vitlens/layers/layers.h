@@ -57,7 +57,7 @@ void gelu_backward(Mat& dx, const Mat& dy, const Mat& x);
 // Row-wise softmax in place-safe form: p = softmax(s) per row (p may be s).
 void softmax_rows(Mat& p, const Mat& s);
 void softmax_rows(MatD& p, const MatD& s);
-// ds = p ⊙ (dp − Σ_j dp⊙p) per row
+// ds = p ⊙ (dp − Σ_j dp⊙p) per row of dp (p's first rows when it has more)
 void softmax_rows_backward(Mat& ds, const Mat& dp, const Mat& p);
 
 // Multi-head self-attention core (between the qkv and proj linears), per copy k and head h:
@@ -80,7 +80,9 @@ void attention_forward(MatD& ctx, std::vector<MatD>& scores, std::vector<MatD>& 
 // dA_h = dctx_h·v_hᵀ, dv_h = A_hᵀ·dctx_h, dS_h = softmax′ᵀ dA_h (0 for masked or overridden heads),
 // dq_h = dS_h·k_h/√d_h, dk_h = dS_hᵀ·q_h/√d_h. Layouts as in the forward; with keep = false,
 // dscores and dattn hold only one matrix each (reused per copy and head). With rows = r < n (as
-// in the forward), dctx is (c·r, d) and each copy's dq is 0 below its first r rows.
+// in the forward), dctx is (c·r, d) and each copy's dq is 0 below its first r rows; attn may then
+// hold every row (a forward pass that formed them all: the first r are read), and the kept
+// dscores and dattn take its shape, 0 below row r.
 void attention_backward(Mat& dqkv, std::vector<Mat>& dscores, std::vector<Mat>& dattn,
                         const Mat& dctx, const Mat& qkv, const std::vector<Mat>& attn, int heads,
                         const float* head_mask, bool overridden, int copies = 1, bool keep = true,
