@@ -50,6 +50,7 @@ TEST_CASE("exp_nonpositive in float: within 1 ulp on [-87, 0]", "[exp]") {
   CHECK(exp_nonpositive(0.0f) == 1.0f);
   CHECK(exp_nonpositive(-1000.0f) > 0.0f);  // clamped to e⁻⁸⁷: stays normal
   CHECK(exp_nonpositive(-1000.0f) < 2e-38f);
+  CHECK(std::isnan(exp_nonpositive(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST_CASE("exp_nonpositive in double: within 1.1 ulp of a long double exp on [-708, 0]", "[exp]") {
@@ -70,4 +71,5 @@ TEST_CASE("exp_nonpositive in double: within 1.1 ulp of a long double exp on [-7
   CHECK(exp_nonpositive(0.0) == 1.0);
   CHECK(exp_nonpositive(-1e-300) == 1.0);
   CHECK(exp_nonpositive(-5000.0) > 0.0);  // clamped to e⁻⁷⁰⁸: stays normal
+  CHECK(std::isnan(exp_nonpositive(std::numeric_limits<double>::quiet_NaN())));
 }

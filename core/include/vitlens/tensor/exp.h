@@ -28,10 +28,10 @@ inline float exp_nonpositive(float x) {
   poly = poly * r + 1.6666665459e-1f;
   poly = poly * r + 5.0000001201e-1f;
   const float er = poly * r * r + r + 1.0f;
-  int32_t t_bits, shift_bits;
+  uint32_t t_bits, shift_bits;  // unsigned: a NaN's bits shift out without overflow (NaN · 2ⁿ is NaN)
   std::memcpy(&t_bits, &t, sizeof t);
   std::memcpy(&shift_bits, &kShift, sizeof kShift);
-  const int32_t scale_bits = (t_bits - shift_bits + 127) << 23;  // 2ⁿ
+  const uint32_t scale_bits = (t_bits - shift_bits + 127) << 23;  // 2ⁿ
   float scale;
   std::memcpy(&scale, &scale_bits, sizeof scale);
   return er * scale;
@@ -56,10 +56,10 @@ inline double exp_nonpositive(double x) {
   const double p89 = 1.0 / 3628800 + r * (1.0 / 39916800), p1011 = 1.0 / 479001600 + r * (1.0 / 6227020800.0);
   const double poly = (p01 + p23 * r2) + (p45 + p67 * r2) * r4 + (p89 + p1011 * r2) * r8;
   const double er = poly * r2 + r + 1.0;
-  int64_t t_bits, shift_bits;
+  uint64_t t_bits, shift_bits;  // unsigned: a NaN's bits shift out without overflow (NaN · 2ⁿ is NaN)
   std::memcpy(&t_bits, &t, sizeof t);
   std::memcpy(&shift_bits, &kShift, sizeof kShift);
-  const int64_t scale_bits = (t_bits - shift_bits + 1023) << 52;  // 2ⁿ
+  const uint64_t scale_bits = (t_bits - shift_bits + 1023) << 52;  // 2ⁿ
   double scale;
   std::memcpy(&scale, &scale_bits, sizeof scale);
   return er * scale;
