@@ -150,28 +150,23 @@ TEST_CASE("variants: the last block formed only where the head reads keeps the l
     vit_backward(gb, nullptr, m, b, dlogits, trimmed);
     const std::vector<double> gin(ga.input.data.begin(), ga.input.data.end());
     CHECK(rel_max_error(gb.input.data, gin) <= 1e-5);
-    for (int l = 0; l < L; ++l)
-      for (int h = 0; h < c.heads; ++h) {
-        INFO("block " << l << " head " << h);
-        const Mat& da = ga.blocks[size_t(l)].attn[size_t(h)];
-        const Mat& db = gb.blocks[size_t(l)].attn[size_t(h)];
-        const Mat top = da.topRows(db.rows());  // every row in the blocks below; the head's in the last
-        CHECK(db.rows() == (l == L - 1 ? q : c.tokens()));
-        CHECK(rel_max_error(db.data(), std::vector<double>(top.data(), top.data() + top.size())) <= 1e-5);
-        if (l == L - 1 && q < c.tokens()) CHECK(da.bottomRows(c.tokens() - q).cwiseAbs().maxCoeff() == 0.0f);
-      }
-    // Without parameter gradients the backward over every row forms the last block's MLP,
-    // projection and queries for the head's rows only (vit.cpp); with them (whose sums run over
-    // the rows) it forms all: the same input gradient and ∂y/∂A, in the same (n, n) shape.
+    // Without parameter gradients (ga) the backward over every row forms the last block's MLP,
+    // projection and queries for the head's rows only (vit.cpp); with them (gp) it forms all: the
+    // same input gradient and ∂y/∂A, in the same (n, n) shape.
     Params dp = params_zeros(c);
     Grads gp;
     vit_backward(gp, &dp, m, a, dlogits, full);
     CHECK(rel_max_error(gp.input.data, gin) <= 1e-5);
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < c.heads; ++h) {
-        INFO("with parameter gradients: block " << l << " head " << h);
+        INFO("block " << l << " head " << h);
         const Mat& da = ga.blocks[size_t(l)].attn[size_t(h)];
+        const Mat& db = gb.blocks[size_t(l)].attn[size_t(h)];
         const Mat& dpa = gp.blocks[size_t(l)].attn[size_t(h)];
+        const Mat top = da.topRows(db.rows());  // every row in the blocks below; the head's in the last
+        CHECK(db.rows() == (l == L - 1 ? q : c.tokens()));
+        CHECK(rel_max_error(db.data(), std::vector<double>(top.data(), top.data() + top.size())) <= 1e-5);
+        if (l == L - 1 && q < c.tokens()) CHECK(da.bottomRows(c.tokens() - q).cwiseAbs().maxCoeff() == 0.0f);
         REQUIRE(da.rows() == dpa.rows());
         CHECK(rel_max_error(da.data(), std::vector<double>(dpa.data(), dpa.data() + dpa.size())) <= 1e-5);
       }

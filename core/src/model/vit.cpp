@@ -27,7 +27,8 @@ BlockOptionsT<float> block_options(const ForwardOptions& opt, const Config& c, i
 // below them, and so is every row of the MLP's, the projection's and the attention's query
 // gradients below them (each maps rows to rows), so those are formed for the r rows only, as the
 // head-rows forward passes do (head_rows_only), instead of n: the same values, bit for bit (the
-// rows left out added exact zeros). Without parameter gradients (their sums run over the rows).
+// rows left out added exact zeros). Without parameter gradients only: training keeps the pass
+// over every row, whose weight gradients read every input row of the trace.
 // ∂y/∂A keeps its (n, n) shape, 0 below row r.
 void last_block_backward_head_rows(BlockGrads& g, const Mat& dout, const BlockTrace& t,
                                    const BlockParams& w, const Config& c, BlockOptionsT<float> o) {
