@@ -9,6 +9,7 @@
 
 #include "methods_internal.h"
 #include "vitlens/tensor/error.h"
+#include "vitlens/tensor/gemm.h"
 #include "vitlens/tensor/limits.h"
 
 namespace vitlens {
@@ -473,6 +474,27 @@ void add_attention_intermediates(Explanation& out, const Trace& tr, const Grads*
     out.blocks[b].attn = head_mean(tr.blocks[b].attn).cast<float>();
     if (g) out.blocks[b].grad = head_mean(g->blocks[b].attn).cast<float>();
   }
+}
+
+Eigen::RowVectorXd rollout_row(const std::vector<MatD>& steps, int start, const Config& c,
+                               std::vector<BlockIntermediates>* blocks) {
+  Eigen::RowVectorXd row = query_row(c);  // (n)
+  for (int b = int(steps.size()) - 1; b >= start; --b) row = row * steps[size_t(b)];
+  if (!blocks) return row;
+  // acc_b = step_b·acc_{b−1} through gemm.h: Eigen's own product of two (n, n) double matrices
+  // takes 2.3× as long in wasm (node: 74 against 32 µs at n = 65, 1.8 against 0.8 ms at 197).
+  MatD acc = steps[size_t(start)], next;  // (n, n)
+  const int n = int(acc.rows());
+  for (int b = start; b < int(steps.size()); ++b) {
+    if (b > start) {
+      next.resize(n, n);
+      gemm_nn(next.data(), steps[size_t(b)].data(), acc.data(), n, n, n, n, n, n, 1.0, 0.0);
+      acc.swap(next);
+    }
+    (*blocks)[size_t(b)].step = steps[size_t(b)].cast<float>();
+    (*blocks)[size_t(b)].accumulated = acc.cast<float>();
+  }
+  return row;
 }
 
 }  // namespace detail

@@ -40,26 +40,6 @@ void discard_lowest(MatD& f, double ratio) {
     if (order[i] != 0) f.data()[order[i]] = 0.0;
 }
 
-namespace {
-
-// The map row qᵀ·step_{L−1}·…·step_s and, if asked, the accumulated products in forward order.
-Eigen::RowVectorXd rollout_row(const std::vector<MatD>& steps, int start, const Config& c,
-                               std::vector<BlockIntermediates>* blocks) {
-  Eigen::RowVectorXd row = query_row(c);  // (n)
-  for (int b = int(steps.size()) - 1; b >= start; --b) row = row * steps[size_t(b)];
-  if (blocks) {
-    MatD acc = steps[size_t(start)];  // (n, n)
-    for (int b = start; b < int(steps.size()); ++b) {
-      if (b > start) acc = steps[size_t(b)] * acc;
-      (*blocks)[size_t(b)].step = steps[size_t(b)].cast<float>();
-      (*blocks)[size_t(b)].accumulated = acc.cast<float>();
-    }
-  }
-  return row;
-}
-
-}  // namespace
-
 // E_h[A_L][0, 1:] (last block).
 void raw_attention(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   out.token_map = grid_from_row(query_row(m.config) * head_mean(st.trace.blocks.back().attn), m.config);

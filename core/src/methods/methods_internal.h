@@ -46,6 +46,12 @@ MatD head_mean(const std::vector<Mat>& mats);
 // Fills out.blocks (when asked) with E_h[A_b] for every block and, if `g`, E_h[∇A_b].
 void add_attention_intermediates(Explanation& out, const Trace& tr, const Grads* g);
 
+// The map row of a product of per-block steps, qᵀ·step_{L−1}·…·step_start (rollout,
+// grad-rollout, transformer-attribution, norm-based), and, if `blocks`, each block's step and the
+// product of the steps up to it, step_b·…·step_start (the teaching views' "accumulated").
+Eigen::RowVectorXd rollout_row(const std::vector<MatD>& steps, int start, const Config& c,
+                               std::vector<BlockIntermediates>* blocks);
+
 // rollout's head fusion of the H (n, n) attention matrices: elementwise mean, max or min.
 MatD fuse_heads(const std::vector<Mat>& attn, HeadFusion fusion);
 // rollout's discard: zeroes the floor(ratio·n²) smallest entries of f (ties: lower row-major index

@@ -117,15 +117,7 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
       steps[size_t(b)] = relevance_bar(pass.r_attn[size_t(b)], weights(b), heads(b));
       steps[size_t(b)].diagonal().array() += 1.0;
     }
-    for (int b = c.depth - 1; b >= lowest; --b) row = row * steps[size_t(b)];
-    if (opt.want_intermediates) {
-      MatD acc = steps[size_t(lowest)];  // (n, n)
-      for (int b = lowest; b < c.depth; ++b) {
-        if (b > lowest) acc = steps[size_t(b)] * acc;
-        out.blocks[size_t(b)].step = steps[size_t(b)].cast<float>();
-        out.blocks[size_t(b)].accumulated = acc.cast<float>();
-      }
-    }
+    row = rollout_row(steps, lowest, c, opt.want_intermediates ? &out.blocks : nullptr);
   }
   out.token_map = grid_from_row(row, c);
   out.conservation = pass.report;

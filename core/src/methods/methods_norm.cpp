@@ -262,18 +262,9 @@ void norm_based(Explanation& out, const Model& m, ExplainState& st, const Method
     }
     steps[size_t(b)] = std::move(N);
   }
-  Eigen::RowVectorXd row = query_row(c);  // qᵀ·N̂_L·…·N̂_1, last block first
-  for (int b = L - 1; b >= 0; --b) row = row * steps[size_t(b)];
-  out.token_map = grid_from_row(row, c);
-  if (opt.want_intermediates) {
-    MatD acc = steps[0];
-    for (int b = 0; b < L; ++b) {
-      if (b > 0) acc = steps[size_t(b)] * acc;
-      out.blocks[size_t(b)].step = steps[size_t(b)].cast<float>();
-      out.blocks[size_t(b)].accumulated = acc.cast<float>();
-    }
-    add_attention_intermediates(out, st.trace, nullptr);
-  }
+  // qᵀ·N̂_L·…·N̂_1, last block first
+  out.token_map = grid_from_row(rollout_row(steps, 0, c, opt.want_intermediates ? &out.blocks : nullptr), c);
+  if (opt.want_intermediates) add_attention_intermediates(out, st.trace, nullptr);
   if (opt.progress) opt.progress(1.0);
 }
 
