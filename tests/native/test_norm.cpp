@@ -207,7 +207,7 @@ TEST_CASE("norm-based holds no n×n×d buffer (DeiT-tiny shape)", "[norm][memory
   NormTables t;
   norm_tables_build(t, m, tr, c.depth - 1);
   NormRow r;
-  norm_row(r, t, m, tr, 5);
+  norm_row(r, t, m, tr, 5, true);
   size_t held = size_t(t.x_ff.size() + t.phi.size() + t.ln_bias_core.size() + r.scratch.size());
   for (const MatD& v : t.value_out) held += size_t(v.size());
   for (const Mat& v : t.value_ff) held += size_t(v.size());

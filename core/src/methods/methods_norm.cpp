@@ -108,7 +108,7 @@ void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block
   t.ln_bias_core = (t.bo.array() - t.bo.mean()).matrix().cwiseProduct(gamma2);
 }
 
-void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, int i) {
+void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, int i, bool bias) {
   const BlockParams& bp = m.params.blocks[size_t(t.block)];
   const BlockTrace& bt = tr.blocks[size_t(t.block)];
   const int H = int(t.value_out.size());
@@ -135,7 +135,15 @@ void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, 
   xp = a;
   xp.row(i) += bt.x.row(i).cast<double>();
   // atb-res-ln: each piece centred by its own mean, scaled by the whole vector's rstd2_i and γ2
-  r.pieces[s_ln] = centre_scale(xp, gamma2) * rstd;
+  // (centre_scale(xp, γ2)·rstd2_i in one pass, without its two temporaries)
+  MatD& g = r.pieces[s_ln];
+  g.resize(n, d);
+  for (int j = 0; j < n; ++j) {
+    const double mean = xp.row(j).mean();
+    const double* xj = xp.row(j).data();
+    double* gj = g.row(j).data();
+    for (int k = 0; k < d; ++k) gj[k] = (xj[k] - mean) * gamma2[k] * rstd;
+  }
   // atb-res-ln-ff: h_{i←j} = g_{i←j}·W1ᵀ = rstd2_i·(Σ_h A_h[i, j]·value_ff_h[j] + δ_ij·x_ff[i]),
   // then ⊙ Φ(h_i) and ·W2ᵀ (the IG closed form; b1 and b2 go to the bias term).
   Mat& s = r.scratch;
@@ -165,6 +173,7 @@ void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, 
   // layer: the second residual
   r.pieces[s_layer] = xp + r.pieces[s_ff];
 
+  if (!bias) return;
   // Bias terms: b_O through the stages; b1 joins the LN bias piece inside the FF, then b2.
   const VecD& bo = t.bo;
   r.bias[s_atb] = bo;
@@ -182,7 +191,7 @@ NormRow norm_row_pieces(const Model& m, const Trace& tr, int block, int i) {
   NormTables t;
   norm_tables_build(t, m, tr, block);
   NormRow r;
-  norm_row(r, t, m, tr, i);
+  norm_row(r, t, m, tr, i, true);
   return r;
 }
 
@@ -200,14 +209,18 @@ NormBlock norm_block(const Model& m, const Trace& tr, int block, int threads,
   std::atomic<bool> stop{false};
   run_workers(workers, [&](int w) {
     NormRow r;
+    Eigen::RowVectorXd sum;  // (d)
     for (int i = w; i < n && !stop.load(std::memory_order_relaxed); i += workers) {  // rows are independent: the split does not change them
       if (w == 0 && progress && i > 0 && !progress(double(i) / n)) stop = true;  // worker 0 is the calling thread
-      norm_row(r, t, m, tr, i);
+      norm_row(r, t, m, tr, i, false);  // the maps read the pieces only
       for (int s = 0; s < norm_stage_count; ++s) {
-        const MatD& p = r.pieces[s];
+        const MatD& p = r.pieces[s];  // (n, d)
+        // N[i, j] = ‖z_{i←j}‖; Σ_j z_{i←j} summed row by row (p is row-major: Eigen's colwise
+        // sum strides down each column)
         nb.maps[s].row(i) = p.rowwise().norm().transpose().cast<float>();
-        const Eigen::RowVectorXd own = p.row(i);
-        const double others = (p.colwise().sum() - own).norm(), self = own.norm();
+        sum.setZero(p.cols());
+        for (Eigen::Index j = 0; j < p.rows(); ++j) sum += p.row(j);
+        const double others = (sum - p.row(i)).norm(), self = p.row(i).norm();
         nb.mixing[s][i] = others + self > 0 ? float(others / (others + self)) : 0.0f;
       }
     }

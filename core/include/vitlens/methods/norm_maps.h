@@ -73,8 +73,9 @@ struct NormRow {
   Vec ff;                         // (mlp)    Φ(h_i)·rstd2_i, reused
 };
 
-// Fills `r` for query row i of t.block (re-using its buffers).
-void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, int i);
+// Fills `r` for query row i of t.block (re-using its buffers); r.bias only with `bias` (the maps
+// read the pieces alone, and the bias terms cost two matrix-vector products per row).
+void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, int i, bool bias);
 
 // Convenience for tests and the page: the tables of `block` and the pieces of row i.
 NormRow norm_row_pieces(const Model& m, const Trace& tr, int block, int i);
