@@ -133,17 +133,14 @@ val float32_out(const float* p, size_t n) {
   return val::global("Float32Array").new_(emscripten::typed_memory_view(n, p));
 }
 
-val mat_out(const Mat& m) {
-  if (m.size() == 0) return val::null();
-  return float32_out(m.data(), size_t(m.size()));
-}
-
-// The same with the Float32Array constructor looked up once by the caller, for outputs of many
-// matrices (the intermediates: ~80 arrays for the shipped model).
+// A matrix as a Float32Array (null when empty), with the Float32Array constructor `f32` looked up
+// once by a caller that converts many (the intermediates: ~80 arrays for the shipped model).
 val mat_out(const val& f32, const Mat& m) {
   if (m.size() == 0) return val::null();
   return f32.new_(emscripten::typed_memory_view(size_t(m.size()), m.data()));
 }
+
+val mat_out(const Mat& m) { return mat_out(val::global("Float32Array"), m); }
 
 // A JS array of Float32Arrays, one per matrix.
 val mats_out(const val& f32, const std::vector<Mat>& mats) {
@@ -289,12 +286,9 @@ void output_to_js(val& o, const OutputSpec& out, const Explanation& ex, const Co
       break;
     }
     case OutputId::attattr: {  // L × H × (n, n) row-major Float32Arrays
+      const val f32 = val::global("Float32Array");
       val blocks = val::array();
-      for (const AttAttrBlock& b : ex.attattr) {
-        val heads = val::array();
-        for (const Mat& a : b.attr) heads.call<void>("push", mat_out(a));
-        blocks.call<void>("push", heads);
-      }
+      for (size_t i = 0; i < ex.attattr.size(); ++i) blocks.set(i, mats_out(f32, ex.attattr[i].attr));
       o.set(key, blocks);
       break;
     }
@@ -442,12 +436,9 @@ val options_object(const val& o) {
 
 // Per block, per head, n×n Float32Arrays.
 val heads_to_js(const std::vector<std::vector<Mat>>& blocks) {
+  const val f32 = val::global("Float32Array");
   val out = val::array();
-  for (const std::vector<Mat>& b : blocks) {
-    val heads = val::array();
-    for (const Mat& a : b) heads.call<void>("push", mat_out(a));
-    out.call<void>("push", heads);
-  }
+  for (size_t i = 0; i < blocks.size(); ++i) out.set(i, mats_out(f32, blocks[i]));
   return out;
 }
 
