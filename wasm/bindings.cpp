@@ -133,19 +133,51 @@ val float32_out(const float* p, size_t n) {
   return val::global("Float32Array").new_(emscripten::typed_memory_view(n, p));
 }
 
-// A matrix as a Float32Array (null when empty), with the Float32Array constructor `f32` looked up
-// once by a caller that converts many (the intermediates: ~80 arrays for the shipped model).
-val mat_out(const val& f32, const Mat& m) {
+// A matrix as a Float32Array (null when empty).
+val mat_out(const Mat& m) {
   if (m.size() == 0) return val::null();
-  return f32.new_(emscripten::typed_memory_view(size_t(m.size()), m.data()));
+  return val::global("Float32Array").new_(emscripten::typed_memory_view(size_t(m.size()), m.data()));
 }
 
-val mat_out(const Mat& m) { return mat_out(val::global("Float32Array"), m); }
+// Matrices as Float32Arrays (null for an empty one) that all view one new ArrayBuffer, in order.
+// The outputs of many matrices (the intermediates: ~80 for the shipped model, 1.35 MB) come out
+// with one allocation and half the calls across Embind. With one Float32Array per matrix, their
+// constructors took half of what the intermediates add to a warm transformer-attribution call in
+// chromium (2.3 ms), mostly faulting in each new buffer's fresh pages; one buffer: 0.91× that call
+// (docs/performance.md). A transfer list must name the shared buffer once (web/worker.js).
+std::vector<val> mats_shared(const std::vector<const Mat*>& mats) {
+  size_t total = 0;
+  for (const Mat* m : mats) total += size_t(m->size());
+  const val data = val::global("Float32Array").new_(double(total));
+  std::vector<val> out;
+  out.reserve(mats.size());
+  size_t at = 0;
+  for (const Mat* m : mats) {
+    if (m->size() == 0) {
+      out.push_back(val::null());
+      continue;
+    }
+    data.call<void>("set", emscripten::typed_memory_view(size_t(m->size()), m->data()), double(at));
+    out.push_back(data.call<val>("subarray", double(at), double(at + size_t(m->size()))));
+    at += size_t(m->size());
+  }
+  return out;
+}
 
-// A JS array of Float32Arrays, one per matrix.
-val mats_out(const val& f32, const std::vector<Mat>& mats) {
+// Nested lists of matrices (per block, per head) as JS arrays of Float32Arrays viewing one
+// ArrayBuffer (mats_shared).
+val mats_out(const std::vector<const std::vector<Mat>*>& lists) {
+  std::vector<const Mat*> all;
+  for (const std::vector<Mat>* l : lists)
+    for (const Mat& m : *l) all.push_back(&m);
+  const std::vector<val> views = mats_shared(all);
   val out = val::array();
-  for (size_t i = 0; i < mats.size(); ++i) out.set(i, mat_out(f32, mats[i]));
+  size_t at = 0;
+  for (size_t i = 0; i < lists.size(); ++i) {
+    val inner = val::array();
+    for (size_t k = 0; k < lists[i]->size(); ++k) inner.set(k, views[at++]);
+    out.set(i, inner);
+  }
   return out;
 }
 
@@ -286,10 +318,9 @@ void output_to_js(val& o, const OutputSpec& out, const Explanation& ex, const Co
       break;
     }
     case OutputId::attattr: {  // L × H × (n, n) row-major Float32Arrays
-      const val f32 = val::global("Float32Array");
-      val blocks = val::array();
-      for (size_t i = 0; i < ex.attattr.size(); ++i) blocks.set(i, mats_out(f32, ex.attattr[i].attr));
-      o.set(key, blocks);
+      std::vector<const std::vector<Mat>*> blocks;
+      for (const AttAttrBlock& b : ex.attattr) blocks.push_back(&b.attr);
+      o.set(key, mats_out(blocks));
       break;
     }
     case OutputId::norm: {  // L × {maps: {stage: (n, n)}, mixing: {stage: (n)}}
@@ -311,18 +342,28 @@ void output_to_js(val& o, const OutputSpec& out, const Explanation& ex, const Co
     }
     case OutputId::intermediates: {  // L × head means (n, n), per-head arrays H × (n, n)
       if (ex.blocks.empty()) break;
-      const val f32 = val::global("Float32Array");
+      // Every block's matrices in one buffer, in this order: attn, grad, relevance, step,
+      // accumulated, then its relevance heads and its product heads.
+      std::vector<const Mat*> all;
+      for (const BlockIntermediates& b : ex.blocks) {
+        for (const Mat* m : {&b.attn, &b.grad, &b.relevance, &b.step, &b.accumulated}) all.push_back(m);
+        for (const Mat& m : b.relevance_heads) all.push_back(&m);
+        for (const Mat& m : b.product_heads) all.push_back(&m);
+      }
+      const std::vector<val> views = mats_shared(all);
       val blocks = val::array();
+      size_t at = 0;
+      auto list = [&](size_t count) {
+        val a = val::array();
+        for (size_t k = 0; k < count; ++k) a.set(k, views[at++]);
+        return a;
+      };
       for (size_t i = 0; i < ex.blocks.size(); ++i) {
         const BlockIntermediates& b = ex.blocks[i];
         val bo = val::object();
-        bo.set("attn", mat_out(f32, b.attn));
-        bo.set("grad", mat_out(f32, b.grad));
-        bo.set("relevance", mat_out(f32, b.relevance));
-        bo.set("relevanceHeads", mats_out(f32, b.relevance_heads));
-        bo.set("productHeads", mats_out(f32, b.product_heads));
-        bo.set("step", mat_out(f32, b.step));
-        bo.set("accumulated", mat_out(f32, b.accumulated));
+        for (const char* field : {"attn", "grad", "relevance", "step", "accumulated"}) bo.set(field, views[at++]);
+        bo.set("relevanceHeads", list(b.relevance_heads.size()));
+        bo.set("productHeads", list(b.product_heads.size()));
         blocks.set(i, bo);
       }
       val in = val::object();
@@ -432,14 +473,6 @@ val options_object(const val& o) {
   if (o.isUndefined() || o.isNull()) return val::object();
   if (o.typeOf().as<std::string>() != "object") throw Error(ErrorCode::bad_argument, "options must be an object");
   return o;
-}
-
-// Per block, per head, n×n Float32Arrays.
-val heads_to_js(const std::vector<std::vector<Mat>>& blocks) {
-  const val f32 = val::global("Float32Array");
-  val out = val::array();
-  for (size_t i = 0; i < blocks.size(); ++i) out.set(i, mats_out(f32, blocks[i]));
-  return out;
 }
 
 // attattr matrices from JS (per block an array of H Float32Arrays, n·n each), checked against
@@ -706,26 +739,22 @@ class WasmInput {
   // of each head's attention for a chosen query patch.
   val attention() const {
     return guarded([&] {
-      std::vector<std::vector<Mat>> blocks;
-      for (const BlockTrace& b : state_.trace.blocks) blocks.push_back(b.attn);
-      return heads_to_js(blocks);
+      std::vector<const std::vector<Mat>*> blocks;
+      for (const BlockTrace& b : state_.trace.blocks) blocks.push_back(&b.attn);
+      return mats_out(blocks);
     });
   }
 
-  // Per block, per head, ∂y_t/∂A for class `target` (−1: the predicted class), same layout.
-  val attention_grads(int target) const {
+  // Per block, per head, ∂y_t/∂A for class `target` (−1: the predicted class), same layout: the
+  // gradients the methods read (target_grads), computed once per class and kept for them; after a
+  // gradient method's explanation of that class (the page's teaching view asks right after one)
+  // no backward pass runs.
+  val attention_grads(int target) {
     return guarded([&] {
-      const Config& c = model_->config;
-      target = resolve_target(target);
-      Vec dlogits = Vec::Zero(c.classes);
-      dlogits[target] = 1.0f;
-      Grads g;
-      ForwardOptions fo;
-      fo.head_mask = state_.trace.head_mask;  // the masked model's ∂y_t/∂A, as explain's
-      vit_backward(g, nullptr, *model_, state_.trace, dlogits, fo);
-      std::vector<std::vector<Mat>> blocks;
-      for (const BlockGrads& b : g.blocks) blocks.push_back(b.attn);
-      return heads_to_js(blocks);
+      const Grads& g = target_grads(*model_, state_, resolve_target(target));
+      std::vector<const std::vector<Mat>*> blocks;
+      for (const BlockGrads& b : g.blocks) blocks.push_back(&b.attn);
+      return mats_out(blocks);
     });
   }
 
@@ -857,19 +886,21 @@ class WasmInput {
     });
   }
 
-  // The attribution tree (Hao et al. 2021) by core's attattr_tree: options {threshold = 0.4,
-  // target = −1, steps = 20, threads, attattr (an explanation's attattr for this input and
-  // target: reused instead of computed again)}. Returns attr_tree_json's object plus target.
   // Per block, per head, the atb stage's norm map ‖A_h[i, j]·V_h'[j]‖ (norm_head_maps), n·n
   // Float32Arrays: what encodeNormStages stores as atb_heads.
   val norm_heads() const {
     return guarded([&] {
-      std::vector<std::vector<Mat>> blocks;
-      for (int b = 0; b < model_->config.depth; ++b) blocks.push_back(norm_head_maps(*model_, state_.trace, b));
-      return heads_to_js(blocks);
+      std::vector<std::vector<Mat>> maps;
+      for (int b = 0; b < model_->config.depth; ++b) maps.push_back(norm_head_maps(*model_, state_.trace, b));
+      std::vector<const std::vector<Mat>*> blocks;
+      for (const std::vector<Mat>& m : maps) blocks.push_back(&m);
+      return mats_out(blocks);
     });
   }
 
+  // The attribution tree (Hao et al. 2021) by core's attattr_tree: options {threshold = 0.4,
+  // target = −1, steps = 20, threads, attattr (an explanation's attattr for this input and
+  // target: reused instead of computed again)}. Returns attr_tree_json's object plus target.
   val attr_tree(val options) const {
     return guarded([&] {
       const double threshold = number_option(options_object(options), "threshold", 0.4);

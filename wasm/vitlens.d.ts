@@ -225,7 +225,9 @@ export interface LayerRelevance {
   relevanceIn: number;
 }
 
-/** Per block, head means (and two per-head lists), each n×n row-major (n = tokens), or null when not computed. */
+/** Per block, head means (and two per-head lists), each n×n row-major (n = tokens), or null when not computed.
+ * Every block's arrays are views of one ArrayBuffer (as are attattr's, and those of attention(),
+ * attentionGrads() and normHeads()): one allocation for all of them; name it once in a transfer list. */
 export interface BlockIntermediates {
   attn: Float32Array | null; // E_h[A_b]
   grad: Float32Array | null; // E_h[∂y_t/∂A_b]
@@ -492,7 +494,8 @@ export interface Input {
   walk(method: MethodSpec, options: WalkOptions): MethodWalk;
   /** Per block, per head: A (n×n row-major, row i = query i). */
   attention(): Float32Array[][];
-  /** Per block, per head: ∂y_t/∂A for class `target` (−1 = the predicted class). */
+  /** Per block, per head: ∂y_t/∂A for class `target` (−1 = the predicted class): the gradients
+   * the methods read, computed once per class and kept by this input. */
   attentionGrads(target: number): Float32Array[][];
   /** The perturbation test of `map` (H×W at the model's input size). Throws "bad_shape: ..." for another size. */
   perturbation(map: Float32Array, options: { positive?: boolean; target?: number; inputs?: boolean }): PerturbationCurve;

@@ -186,6 +186,8 @@ function modelView(x, { imageH: h, imageW: w, channels: c, mean, std }) {
   return out;
 }
 
+// The ArrayBuffers behind an explanation's arrays, each once: the per-head and per-block arrays of
+// one output view one buffer (wasm/bindings.cpp, mats_shared), and a transfer list must not repeat one.
 function buffersOf(ex) {
   const list = [ex.tokenMap.buffer, ex.pixelMap.buffer];
   for (const b of ex.intermediates?.blocks ?? []) {
@@ -194,7 +196,7 @@ function buffersOf(ex) {
   }
   for (const heads of ex.attattr ?? []) for (const a of heads) list.push(a.buffer);
   for (const b of ex.norm ?? []) for (const part of [b.maps, b.mixing]) for (const a of Object.values(part ?? {})) list.push(a.buffer);
-  return list;
+  return [...new Set(list)];
 }
 
 // The onProgress option of a long method: posts { type: 'progress' } at most every 1 % or 100 ms,
@@ -370,9 +372,9 @@ const handlers = {
     const { x } = inputOf(image);
     const attn = x.attention();
     const g = grads ? x.attentionGrads(target) : null;
-    const transfer = [];
-    for (const blocks of [attn, g ?? []]) for (const heads of blocks) for (const a of heads) transfer.push(a.buffer);
-    return { out: { attn, grads: g }, transfer };
+    const transfer = new Set();  // each output's arrays view one buffer
+    for (const blocks of [attn, g ?? []]) for (const heads of blocks) for (const a of heads) transfer.add(a.buffer);
+    return { out: { attn, grads: g }, transfer: [...transfer] };
   },
 
   // The norm-based stages of the image as the .npz `vitlens explain --save-stages` writes: the

@@ -91,6 +91,14 @@ test('explain(): intermediates, conservation and errors', async () => {
     for (const b of ex.intermediates.blocks) {
       for (const key of ['attn', 'grad', 'relevance', 'step', 'accumulated']) assert.equal(b[key].length, 256, key);
     }
+    // Every array of the output views one ArrayBuffer (one allocation; .d.ts), side by side: none
+    // overlaps another.
+    const views = ex.intermediates.blocks.flatMap((b) =>
+      [b.attn, b.grad, b.relevance, b.step, b.accumulated, ...b.relevanceHeads, ...b.productHeads]);
+    assert.ok(views.every((v) => v.buffer === views[0].buffer), 'one buffer');
+    const spans = views.map((v) => [v.byteOffset, v.byteOffset + v.byteLength]).sort((a, b) => a[0] - b[0]);
+    spans.forEach((s, i) => assert.ok(i === 0 || s[0] >= spans[i - 1][1], 'no two arrays overlap'));
+    assert.equal(spans.at(-1)[1], views[0].buffer.byteLength, 'nothing else in the buffer');
     // Per-head R_A: its head mean is `relevance`, and with each head's ∇A it rebuilds the block's
     // factor I + E_h[(∇A_h ⊙ R_A,h)⁺] (Chefer et al. 2021, Eq. 13–14).
     const heads = model.info().heads;
@@ -110,6 +118,18 @@ test('explain(): intermediates, conservation and errors', async () => {
       }
     });
     assert.deepEqual(x.explain('grad-rollout', { intermediates: true }).intermediates.blocks[0].relevanceHeads, []);
+    // attentionGrads reads the gradients the methods keep (one backward pass per class): a class
+    // explained in between does not change another class's, which equal a new input's.
+    const other = (ex.target + 1) % model.info().classes;
+    const flat = (g) => g.flatMap((b) => b.flatMap((a) => Array.from(a)));
+    x.explain('saliency', { target: other });
+    assert.deepEqual(flat(x.attentionGrads(ex.target)), flat(grads));
+    const y = model.prepare(new Float32Array(readNpy(path.join(engine, 'nonsquare', 'input.npy')).data));
+    try {
+      assert.deepEqual(flat(x.attentionGrads(other)), flat(y.attentionGrads(other)));
+    } finally {
+      y.delete();
+    }
     assert.ok(Math.abs(ex.relevanceSums.tokens - 1) < 1e-6);
     assert.equal(ex.conservation[0].layer, 'head');
     assert.equal(x.explain('rollout', {}).conservation.length, 0);

@@ -435,6 +435,16 @@ Mat upsample_bilinear(const Mat& in, int out_h, int out_w) {
   return out;
 }
 
+const Grads& target_grads(const Model& m, ExplainState& st, int target) {
+  if (st.grads_target != target) {
+    Vec dlogits = Vec::Zero(m.config.classes);
+    dlogits[target] = 1.0f;
+    vit_backward(st.grads, nullptr, m, st.trace, dlogits, detail::masked(st.trace));
+    st.grads_target = target;
+  }
+  return st.grads;
+}
+
 namespace detail {
 
 ForwardOptions masked(const Trace& tr) {
@@ -442,16 +452,6 @@ ForwardOptions masked(const Trace& tr) {
   fo.head_mask = tr.head_mask;
   fo.head_rows_only = tr.head_rows_only;
   return fo;
-}
-
-const Grads& target_grads(const Model& m, ExplainState& st, int target) {
-  if (st.grads_target != target) {
-    Vec dlogits = Vec::Zero(m.config.classes);
-    dlogits[target] = 1.0f;
-    vit_backward(st.grads, nullptr, m, st.trace, dlogits, masked(st.trace));
-    st.grads_target = target;
-  }
-  return st.grads;
 }
 
 Mat grid_from_row(const Eigen::RowVectorXd& row, const Config& c) {

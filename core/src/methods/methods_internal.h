@@ -30,9 +30,6 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
 // method runs on its own (IG's path, smoothgrad's copies) is of the same masked model.
 ForwardOptions masked(const Trace& tr);
 
-// ∂y_t/∂(every activation) for out.target, computed once per (input, target).
-const Grads& target_grads(const Model& m, ExplainState& st, int target);
-
 // The (H/p, W/p) token map from a row over the n tokens: the prefix columns dropped, row-major.
 Mat grid_from_row(const Eigen::RowVectorXd& row, const Config& c);
 

@@ -199,6 +199,11 @@ struct ExplainState {
   void clear_derived();
 };
 
+// ∂y_t/∂(every activation) of the input `st` holds, for class `target` (in range): computed once
+// per (input, target) and kept in st.grads, which the gradient methods and
+// transformer-attribution read (so does the page's teaching view, Input.attentionGrads).
+const Grads& target_grads(const Model& m, ExplainState& st, int target);
+
 // Explains `x` with `method`. Throws Error(bad_argument) for an unknown method or an option out
 // of range (check_method_options, options.h), Error(bad_shape) for a wrong input.
 Explanation explain(const Model& m, const Image& x, const std::string& method,
