@@ -134,17 +134,15 @@ val float32_out(const float* p, size_t n) {
 }
 
 // A matrix as a Float32Array (null when empty).
-val mat_out(const Mat& m) {
-  if (m.size() == 0) return val::null();
-  return val::global("Float32Array").new_(emscripten::typed_memory_view(size_t(m.size()), m.data()));
-}
+val mat_out(const Mat& m) { return m.size() == 0 ? val::null() : float32_out(m.data(), size_t(m.size())); }
 
 // Matrices as Float32Arrays (null for an empty one) that all view one new ArrayBuffer, in order.
 // The outputs of many matrices (the intermediates: ~80 for the shipped model, 1.35 MB) come out
-// with one allocation and half the calls across Embind. With one Float32Array per matrix, their
-// constructors took half of what the intermediates add to a warm transformer-attribution call in
-// chromium (2.3 ms), mostly faulting in each new buffer's fresh pages; one buffer: 0.91× that call
-// (docs/performance.md). A transfer list must name the shared buffer once (web/worker.js).
+// with one allocation (two cheap calls per matrix, set and subarray, instead of one constructor).
+// With one Float32Array per matrix, their constructors took half of what the intermediates add to a
+// warm transformer-attribution call in chromium (2.3 ms), mostly faulting in each new buffer's
+// fresh pages; one buffer: 0.91× that call (docs/performance.md). A transfer list must name the
+// shared buffer once (web/worker.js).
 std::vector<val> mats_shared(const std::vector<const Mat*>& mats) {
   size_t total = 0;
   for (const Mat* m : mats) total += size_t(m->size());
@@ -164,6 +162,13 @@ std::vector<val> mats_shared(const std::vector<const Mat*>& mats) {
   return out;
 }
 
+// views[at … at + count) as a JS array; advances `at`.
+val next_views(const std::vector<val>& views, size_t& at, size_t count) {
+  val a = val::array();
+  for (size_t k = 0; k < count; ++k) a.set(k, views[at++]);
+  return a;
+}
+
 // Nested lists of matrices (per block, per head) as JS arrays of Float32Arrays viewing one
 // ArrayBuffer (mats_shared).
 val mats_out(const std::vector<const std::vector<Mat>*>& lists) {
@@ -173,11 +178,7 @@ val mats_out(const std::vector<const std::vector<Mat>*>& lists) {
   const std::vector<val> views = mats_shared(all);
   val out = val::array();
   size_t at = 0;
-  for (size_t i = 0; i < lists.size(); ++i) {
-    val inner = val::array();
-    for (size_t k = 0; k < lists[i]->size(); ++k) inner.set(k, views[at++]);
-    out.set(i, inner);
-  }
+  for (size_t i = 0; i < lists.size(); ++i) out.set(i, next_views(views, at, lists[i]->size()));
   return out;
 }
 
@@ -353,17 +354,12 @@ void output_to_js(val& o, const OutputSpec& out, const Explanation& ex, const Co
       const std::vector<val> views = mats_shared(all);
       val blocks = val::array();
       size_t at = 0;
-      auto list = [&](size_t count) {
-        val a = val::array();
-        for (size_t k = 0; k < count; ++k) a.set(k, views[at++]);
-        return a;
-      };
       for (size_t i = 0; i < ex.blocks.size(); ++i) {
         const BlockIntermediates& b = ex.blocks[i];
         val bo = val::object();
         for (const char* field : {"attn", "grad", "relevance", "step", "accumulated"}) bo.set(field, views[at++]);
-        bo.set("relevanceHeads", list(b.relevance_heads.size()));
-        bo.set("productHeads", list(b.product_heads.size()));
+        bo.set("relevanceHeads", next_views(views, at, b.relevance_heads.size()));
+        bo.set("productHeads", next_views(views, at, b.product_heads.size()));
         blocks.set(i, bo);
       }
       val in = val::object();
