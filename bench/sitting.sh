@@ -1,6 +1,6 @@
 #!/bin/bash
 # sitting.sh — every benchmark figure the README reports, measured in one sitting on this machine
-# (12–15 minutes on 2 cores; leave the machine otherwise idle).
+# (12–15 minutes on 2 cores, up to 20 on a slower VM; leave the machine otherwise idle).
 #
 #   bench/sitting.sh OUT_DIR
 #
