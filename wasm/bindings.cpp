@@ -968,10 +968,17 @@ class WasmInput {
 };
 
 // A loaded model: immutable, shared by the inputs prepared from it (deleting the handle frees the
-// weights once no input needs them).
+// weights once no input needs them), its linear weights packed for the forward pass once here,
+// where it becomes immutable (pack_weights, model.h).
 class WasmModel {
+  static std::shared_ptr<const Model> packed(Model m) {
+    auto shared = std::make_shared<Model>(std::move(m));
+    pack_weights(*shared);
+    return shared;
+  }
+
  public:
-  explicit WasmModel(Model m) : model_(std::make_shared<const Model>(std::move(m))) {}
+  explicit WasmModel(Model m) : model_(packed(std::move(m))) {}
 
   static WasmModel* from_bytes(val bytes) {
     return guarded([&] {

@@ -286,6 +286,50 @@ TEST_CASE("gemm: the |B| products equal the ones with a copy of |B|, bit for bit
   }
 }
 
+// A weight packed once gives the product it would have packed itself: bit for bit, across the
+// blocking's boundaries (KC = 256 terms per slice, NC = 2048 columns per block, ragged panels), on
+// one row (the head's) and many; a packing of another W or other dimensions is not used.
+TEST_CASE("gemm: a pre-packed weight gives the same x·Wᵀ, bit for bit", "[gemm]") {
+  struct Shape {
+    int M, N, K;
+  };
+  const Shape shapes[] = {{1, 8, 1},     {3, 13, 7},    {65, 288, 96}, {197, 192, 768},
+                          {197, 577, 300}, {5, 2100, 40}, {33, 2053, 513}};
+  for (const Shape& t : shapes) {
+    CAPTURE(t.M, t.N, t.K);
+    const int lda = t.K + 3, ldc = t.N + 2;
+    std::vector<float> A(size_t(t.M) * lda), W(size_t(t.N) * t.K), C0(size_t(t.M) * ldc), C1, C2;
+    fill_random(A.data(), A.size(), uint64_t(t.M * 7 + t.K), 1.5f);
+    fill_random(W.data(), W.size(), uint64_t(t.N * 3 + 1), 0.5f);
+    fill_random(C0.data(), C0.size(), 5, 2.0f);
+    const auto packed = vitlens::pack_weight_nt(W.data(), t.N, t.K);
+#if defined(__wasm_simd128__)
+    REQUIRE(packed);
+    CHECK(packed->panels.size() >= W.size());
+#endif
+    for (const float beta : {0.0f, 1.0f, -0.5f}) {
+      C1 = C0;
+      C2 = C0;
+      vitlens::gemm_nt(C1.data(), A.data(), W.data(), t.M, t.N, t.K, lda, t.K, ldc, 0.75f, beta);
+      vitlens::gemm_nt(C2.data(), A.data(), W.data(), packed.get(), t.M, t.N, t.K, lda, ldc, 0.75f, beta);
+      CHECK(C1 == C2);
+    }
+    // Another buffer with the same values but no packing of its own: falls back, same result.
+    const std::vector<float> W_copy = W;
+    C2 = C0;
+    vitlens::gemm_nt(C2.data(), A.data(), W_copy.data(), packed.get(), t.M, t.N, t.K, lda, ldc, 0.75f, -0.5f);
+    CHECK(C1 == C2);
+  }
+  // A packing of other dimensions over the same memory is not read as this product's.
+  std::vector<float> A(4 * 16), W(16 * 16), C1(4 * 8), C2(4 * 8);
+  fill_random(A.data(), A.size(), 11);
+  fill_random(W.data(), W.size(), 12);
+  const auto other = vitlens::pack_weight_nt(W.data(), 16, 16);
+  vitlens::gemm_nt(C1.data(), A.data(), W.data(), 4, 8, 16, 16, 16, 8, 1.0f, 0.0f);
+  vitlens::gemm_nt(C2.data(), A.data(), W.data(), other.get(), 4, 8, 16, 16, 8, 1.0f, 0.0f);
+  CHECK(C1 == C2);
+}
+
 // GFLOP/s of the forward pass's products (DeiT-tiny: n = 197, d = 192, 3 heads, MLP 768) and of
 // two backward ones, next to the same product written with Eigen (what gemm replaces in wasm);
 // in float and in double (the LRP methods' forward pass). Each product: the best and the median

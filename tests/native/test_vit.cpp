@@ -38,6 +38,30 @@ TEST_CASE("forward pass: shapes, attention rows sum to one, residual streams add
   CHECK(tr2.logits == tr.logits);
 }
 
+// pack_weights (model.h): the forward pass reads the packed weights and computes exactly what it
+// computes without them; a copy of the model (other buffers) does not read the original's packing.
+TEST_CASE("forward pass with packed weights: bit-identical", "[vit]") {
+  const Model plain = random_model(small_config(), 3);
+  Model packed = plain;
+  pack_weights(packed);
+#if defined(__wasm_simd128__)
+  REQUIRE(packed.params.blocks[0].fc1_packed);
+  REQUIRE(packed.params.patch_packed);
+#endif
+  const Image x = random_input(plain.config, 4);
+  Trace a, b, c;
+  vit_forward(a, plain, x);
+  vit_forward(b, packed, x);
+  CHECK(a.logits == b.logits);
+  for (size_t l = 0; l < a.blocks.size(); ++l) {
+    CHECK(a.blocks[l].qkv == b.blocks[l].qkv);
+    CHECK(a.blocks[l].fc1 == b.blocks[l].fc1);
+  }
+  const Model copy = packed;  // shares the packings, whose sources are the original's buffers
+  vit_forward(c, copy, x);
+  CHECK(c.logits == a.logits);
+}
+
 TEST_CASE("whole-model gradient: logit w.r.t. the input, every block's A, and parameters", "[vit]") {
   Model m = random_model(small_config(), 5);
   Image x = random_input(m.config, 6);

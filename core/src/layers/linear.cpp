@@ -18,31 +18,33 @@ namespace {
 // thread reads a double copy it wrote itself: with one copy written by the calling thread, the
 // worker's ranges ran 1.4–1.6× as long as the caller's (node, the shipped model's double pass).
 template <typename T>
-void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b) {
+void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b, const PackedWeight* packed) {
   const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
   assert(x.cols() == in && b.size() == out);
   y.resize(n, out);
   // Rows in ranges over the compute pool (vitlens-mt.js), the bias with them; each row is computed
   // as in the whole product.
   parallel_ranges(n, grain_for(double(in) * out), [&](int i0, int i1) {
-    MatT<T> wd;  // (out, in) W in double; unused in float
-    const T* w = nullptr;
     if constexpr (std::is_same<T, float>::value) {
-      w = W.data();
+      gemm_nt(y.data() + ptrdiff_t(i0) * out, x.data() + ptrdiff_t(i0) * in, W.data(), packed, i1 - i0, out, in, in,
+              out, 1.0f, 0.0f);  // x·Wᵀ
     } else {
-      wd = W.cast<T>();
-      w = wd.data();
+      const MatT<T> wd = W.cast<T>();  // (out, in) W in double
+      gemm_nt(y.data() + ptrdiff_t(i0) * out, x.data() + ptrdiff_t(i0) * in, wd.data(), i1 - i0, out, in, in, in,
+              out, T(1), T(0));  // x·Wᵀ
     }
-    gemm_nt(y.data() + ptrdiff_t(i0) * out, x.data() + ptrdiff_t(i0) * in, w, i1 - i0, out, in, in, in, out,
-            T(1), T(0));  // x·Wᵀ
     y.middleRows(i0, i1 - i0).rowwise() += b.cast<T>().transpose();
   });
 }
 
 }  // namespace
 
-void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b) { linear_forward_t(y, x, W, b); }
-void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b) { linear_forward_t(y, x, W, b); }
+void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b, const PackedWeight* packed) {
+  linear_forward_t(y, x, W, b, packed);
+}
+void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, const PackedWeight*) {
+  linear_forward_t(y, x, W, b, nullptr);
+}
 
 void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W) {
   const int n = int(dy.rows()), in = int(W.cols()), out = int(W.rows());

@@ -25,7 +25,7 @@ void block_attention_forward(MatT<T>& ctx, BlockTraceT<T>& t, BlockScratchT<T>& 
   assert(t.x.rows() % copies == 0 && t.x.cols() == c.dim);
   MatT<T>& ln1 = kept(rec, t.ln1, s.ln);
   layernorm_forward(ln1, t.ln1_mean, t.ln1_rstd, t.x, w.norm1_w, w.norm1_b, T(c.ln_eps));
-  linear_forward(t.qkv, ln1, w.qkv_w, w.qkv_b);
+  linear_forward(t.qkv, ln1, w.qkv_w, w.qkv_b, w.qkv_packed.get());
   attention_forward(ctx, t.scores, t.attn, t.qkv, c.heads, opt.head_mask, opt.override_attn,
                     copies, rec == BlockRecord::all, opt.rows);
   // The residual's input: every row, or each copy's first r rows when only those are formed.
@@ -43,7 +43,7 @@ template <typename T>
 void block_output_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const MatT<T>& ctx,
                           const BlockParams& w, const Config& c, BlockRecord rec) {
   MatT<T>& attn_out = kept(rec, t.attn_out, s.attn_out);
-  linear_forward(attn_out, ctx, w.proj_w, w.proj_b);
+  linear_forward(attn_out, ctx, w.proj_w, w.proj_b, w.proj_packed.get());
   block_mlp_forward(out, t, s, attn_out, w, c, rec);
 }
 
@@ -76,11 +76,11 @@ void block_mlp_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, con
   add_scaled(t.x_mid, t.x_rows.rows() ? t.x_rows : t.x, attn_out, w.ls1);
   MatT<T>& ln2 = kept(rec, t.ln2, s.ln);
   layernorm_forward(ln2, t.ln2_mean, t.ln2_rstd, t.x_mid, w.norm2_w, w.norm2_b, T(c.ln_eps));
-  linear_forward(t.fc1, ln2, w.fc1_w, w.fc1_b);
+  linear_forward(t.fc1, ln2, w.fc1_w, w.fc1_b, w.fc1_packed.get());
   MatT<T>& act = kept(rec, t.act, s.act);
   activation_forward(act, t.fc1, c.act);
   MatT<T>& mlp_out = kept(rec, t.mlp_out, s.mlp_out);
-  linear_forward(mlp_out, act, w.fc2_w, w.fc2_b);
+  linear_forward(mlp_out, act, w.fc2_w, w.fc2_b, w.fc2_packed.get());
   add_scaled(out, t.x_mid, mlp_out, w.ls2);
 }
 

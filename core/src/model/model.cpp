@@ -175,6 +175,22 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
+void pack_weights(Model& m) {
+  Params& p = m.params;
+  auto pack = [](const Mat& w) { return pack_weight_nt(w.data(), int(w.rows()), int(w.cols())); };
+  size_t values = size_t(p.patch_w.size());
+  for (const BlockParams& b : p.blocks)
+    values += size_t(b.qkv_w.size() + b.proj_w.size() + b.fc1_w.size() + b.fc2_w.size());
+  const bool fits = values <= kPackedWeightsCap;
+  p.patch_packed = fits ? pack(p.patch_w) : nullptr;
+  for (BlockParams& b : p.blocks) {
+    b.qkv_packed = fits ? pack(b.qkv_w) : nullptr;
+    b.proj_packed = fits ? pack(b.proj_w) : nullptr;
+    b.fc1_packed = fits ? pack(b.fc1_w) : nullptr;
+    b.fc2_packed = fits ? pack(b.fc2_w) : nullptr;
+  }
+}
+
 Model random_model(const Config& cfg, uint64_t seed) {
   Model m;
   m.config = cfg;

@@ -128,7 +128,7 @@ void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions
   tr.head_mask = opt.head_mask;
   tr.head_rows_only = opt.head_rows_only;
   im2col(tr.patches, x, c.patch);
-  linear_forward(tr.embed, tr.patches, p.patch_w, p.patch_b);
+  linear_forward(tr.embed, tr.patches, p.patch_w, p.patch_b, p.patch_packed.get());
   tokens_forward<float>(tr.tokens, nullptr, tr.embed, p, c);
 
   tr.blocks.resize(size_t(c.depth));

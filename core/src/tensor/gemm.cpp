@@ -25,7 +25,9 @@
 // last row panel of C runs a kernel for just its 1–3 rows, and the store of the last column tile
 // writes fewer columns. Packing transposes lanes×lanes blocks with shuffles, so every layout
 // (x·Wᵀ, dy·W, dyᵀ·x) costs the same. The packing buffers are allocated per call: there is no
-// state between calls. One template serves both element types; `Simd<T>` holds what differs.
+// state between calls. A weight used by every forward pass can instead be packed once
+// (pack_weight_nt, its blocks in the order gemm reads them; the caller owns them). One template
+// serves both element types; `Simd<T>` holds what differs.
 #include "vitlens/tensor/gemm.h"
 
 #if defined(__wasm_simd128__)
@@ -268,9 +270,21 @@ void scale_c(T* c, int M, int N, int ldc, T beta) {
     for (int j = 0; j < N; ++j) c[j] = beta == T(0) ? T(0) : beta * c[j];
 }
 
-// C (M, N) = alpha · A (M, K) · B (K, N) + beta · C
+// The blocks of B a product (K, N) packs, in the order `gemm` visits them: for each block of ≤ nb
+// columns, for each slice of ≤ kb terms, ceil(nc/NR) panels (kc, NR). Calls f(jc, nc, pc, kc).
+template <typename T, typename F>
+void for_each_b_block(int N, int K, F f) {
+  using Bl = Blocking<T>;
+  const int kb = even_block(K, KC, 1), nb = even_block(N, Bl::NC, Bl::NR);
+  for (int jc = 0; jc < N; jc += nb)
+    for (int pc = 0; pc < K; pc += kb) f(jc, std::min(nb, N - jc), pc, std::min(kb, K - pc));
+}
+
+// C (M, N) = alpha · A (M, K) · B (K, N) + beta · C. With `packed`, B's blocks are read from there
+// (pack_weight_nt: the blocks of for_each_b_block, one after another) instead of packed here.
 template <typename T>
-void gemm(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, int ldc, T alpha, T beta) {
+void gemm(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, int ldc, T alpha, T beta,
+          const T* packed = nullptr) {
   using Bl = Blocking<T>;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
@@ -283,18 +297,24 @@ void gemm(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, i
   // nothing between calls:
   // a fresh allocation per product cost the split explanations of vitlens-mt.js 2–7 % (both
   // threads allocating at once; the pthreads build's malloc takes a lock), vitlens.js ~1 %.
-  const size_t a_size = size_t(mb) * size_t(kb), b_size = size_t(kb) * size_t(nb);
+  const size_t a_size = size_t(mb) * size_t(kb), b_size = packed ? 0 : size_t(kb) * size_t(nb);
   constexpr size_t align = 64 / sizeof(T);
   thread_local std::vector<T> buffer;
   if (buffer.size() < a_size + b_size + align) buffer.resize(a_size + b_size + align);
   T* const ap = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) & ~uintptr_t(63));
-  T* const bp = ap + a_size;
+  T* const b_buffer = ap + a_size;
   for (int jc = 0; jc < N; jc += nb) {
     const int nc = std::min(nb, N - jc);
     for (int pc = 0; pc < K; pc += kb) {
       const int kc = std::min(kb, K - pc);
       const T beta_slice = pc == 0 ? beta : T(1);  // later slices add to the first
-      pack_b(bp, Operand<T>{B.at(pc, jc), B.ld, B.trans, B.abs}, kc, nc);
+      const T* bp = packed;
+      if (packed) {
+        packed += size_t(kc) * size_t(round_up(nc, Bl::NR));
+      } else {
+        pack_b(b_buffer, Operand<T>{B.at(pc, jc), B.ld, B.trans, B.abs}, kc, nc);
+        bp = b_buffer;
+      }
       for (int ic = 0; ic < M; ic += mb) {
         const int mc = std::min(mb, M - ic);
         pack_a(ap, Operand<T>{A.at(ic, pc), A.ld, A.trans}, mc, kc);
@@ -330,6 +350,37 @@ void gemm_split(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, in
 }
 
 }  // namespace
+
+std::shared_ptr<const PackedWeight> pack_weight_nt(const float* W, int out, int in) {
+  if (out <= 0 || in <= 0) return nullptr;
+  constexpr int NR = Blocking<float>::NR;
+  auto p = std::make_shared<PackedWeight>();
+  p->source = W;
+  p->out = out;
+  p->in = in;
+  size_t size = 0;
+  for_each_b_block<float>(out, in, [&](int, int nc, int, int kc) { size += size_t(kc) * size_t(round_up(nc, NR)); });
+  p->panels.resize(size);
+  float* dst = p->panels.data();
+  const Operand<float> B{W, in, true};  // B = Wᵀ (in, out)
+  for_each_b_block<float>(out, in, [&](int jc, int nc, int pc, int kc) {
+    pack_b(dst, Operand<float>{B.at(pc, jc), B.ld, B.trans}, kc, nc);
+    dst += size_t(kc) * size_t(round_up(nc, NR));
+  });
+  return p;
+}
+
+void gemm_nt(float* C, const float* A, const float* W, const PackedWeight* packed, int M, int N, int K, int lda,
+             int ldc, float alpha, float beta) {
+  const bool usable = packed && packed->source == W && packed->out == N && packed->in == K;
+  // A product the pool would split over its columns keeps to the unpacked path (the packed blocks
+  // are laid out for the whole width); the layers split their rows before they get here.
+  if (!usable || (compute_pool().available() >= 2 && double(M) * double(N) * double(K) >= gemm_split_macs)) {
+    gemm_nt(C, A, W, M, N, K, lda, K, ldc, alpha, beta);
+    return;
+  }
+  gemm(C, Operand<float>{A, lda, false}, Operand<float>{W, K, true}, M, N, K, ldc, alpha, beta, packed->panels.data());
+}
 
 void gemm_nn(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
              int ldc, float alpha, float beta) {
@@ -452,6 +503,15 @@ void gemm_nn_abs(float* C, const float* A, const float* B, int M, int N, int K, 
                  int ldc, float alpha, float beta) {
   update(C, M, N, ldc, ConstMap<float>(A, M, K, Stride(lda)) * ConstMap<float>(B, K, N, Stride(ldb)).cwiseAbs(), alpha,
          beta);
+}
+
+// Eigen packs its operands as it goes and its products are faster than a pre-packed wasm kernel
+// would be: nothing to keep.
+std::shared_ptr<const PackedWeight> pack_weight_nt(const float*, int, int) { return nullptr; }
+
+void gemm_nt(float* C, const float* A, const float* W, const PackedWeight*, int M, int N, int K, int lda, int ldc,
+             float alpha, float beta) {
+  nt(C, A, W, M, N, K, lda, K, ldc, alpha, beta);
 }
 
 void gemm_nt_abs(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,

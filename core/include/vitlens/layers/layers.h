@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "vitlens/layers/activation.h"
+#include "vitlens/tensor/gemm.h"
 #include "vitlens/tensor/parallel.h"
 #include "vitlens/tensor/tensor.h"
 
@@ -23,10 +24,12 @@ using MatT = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <typename T>
 using VecT = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
-// y = x·Wᵀ + b.  x (n, in), W (out, in), b (out) → y (n, out)
-void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b);
-// The same in double from the float weights (cast exactly; the products run in double, gemm.h).
-void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b);
+// y = x·Wᵀ + b.  x (n, in), W (out, in), b (out) → y (n, out); W read from `packed` when that holds
+// it (pack_weights, model.h; gemm.h)
+void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b, const PackedWeight* packed = nullptr);
+// The same in double from the float weights (cast exactly; the products run in double, gemm.h);
+// `packed` is not used (it holds float panels).
+void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, const PackedWeight* packed = nullptr);
 // dx = dy·W; dW += dyᵀ·x; db += Σ_rows dy  (x is read only for dW)
 void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W);
 

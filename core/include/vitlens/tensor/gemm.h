@@ -18,6 +18,9 @@
 // "[gemm-bench]"). Summation order differs between the two, not the accuracy class.
 #pragma once
 
+#include <memory>
+#include <vector>
+
 namespace vitlens {
 
 // In the pthreads wasm build, products of at least this many multiply-adds are split over
@@ -44,6 +47,24 @@ void gemm_nt(double* C, const double* A, const double* B, int M, int N, int K, i
              int ldc, double alpha, double beta);
 void gemm_tn(double* C, const double* A, const double* B, int M, int N, int K, int lda, int ldb,
              int ldc, double alpha, double beta);
+
+// A weight W (out, in), row-major, packed once for the products x·Wᵀ (the Linear layers' forward
+// in float), so that a forward pass does not re-pack every weight it reads (wasm: a forward pass
+// 3–7 % faster on DeiT-tiny, 6–12 % on the shipped model; docs/performance.md, 2026-11-29). The panels are those the product would
+// pack itself, in the order it reads them, so the results are bit-identical with and without.
+// Natively pack_weight_nt returns nullptr (Eigen packs as it goes).
+struct PackedWeight {
+  const float* source = nullptr;  // the W it was packed from
+  int out = 0, in = 0;
+  std::vector<float> panels;      // wasm: (Σ over blocks of kc · ⌈nc/8⌉·8) values
+};
+std::shared_ptr<const PackedWeight> pack_weight_nt(const float* W, int out, int in);
+
+// C = alpha·A·Wᵀ + beta·C with W (N, K), rows contiguous (ldb = K), read from `packed` when it was
+// packed from this W with these dimensions; otherwise (nullptr, another W) as gemm_nt. A packed
+// weight is only as current as its source: pack again after editing W in place.
+void gemm_nt(float* C, const float* A, const float* W, const PackedWeight* packed, int M, int N, int K, int lda,
+             int ldc, float alpha, float beta);
 
 // With |B| (element by element) in place of B, taken as B is packed (wasm) or formed first
 // (natively): the LRP-α1β0 products |x|·|W|ᵀ and S·|W| without a copy of |W|.
