@@ -288,7 +288,7 @@ TEST_CASE("gemm: the |B| products equal the ones with a copy of |B|, bit for bit
 
 // A weight packed once gives the product it would have packed itself: bit for bit, across the
 // blocking's boundaries (KC = 256 terms per slice, NC = 2048 columns per block, ragged panels), on
-// one row (the head's) and many; a packing of another W or other dimensions is not used.
+// one row and many; a packing of another buffer or of other dimensions is not used.
 TEST_CASE("gemm: a pre-packed weight gives the same x·Wᵀ, bit for bit", "[gemm]") {
   struct Shape {
     int M, N, K;
@@ -314,19 +314,23 @@ TEST_CASE("gemm: a pre-packed weight gives the same x·Wᵀ, bit for bit", "[gem
       vitlens::gemm_nt(C2.data(), A.data(), W.data(), packed.get(), t.M, t.N, t.K, lda, ldc, 0.75f, beta);
       CHECK(C1 == C2);
     }
-    // Another buffer with the same values but no packing of its own: falls back, same result.
-    const std::vector<float> W_copy = W;
+    // Another buffer (other values) with W's packing: the product reads the other buffer.
+    std::vector<float> W_other = W;
+    for (float& w : W_other) w = -0.5f * w + 0.125f;
+    C1 = C0;
     C2 = C0;
-    vitlens::gemm_nt(C2.data(), A.data(), W_copy.data(), packed.get(), t.M, t.N, t.K, lda, ldc, 0.75f, -0.5f);
+    vitlens::gemm_nt(C1.data(), A.data(), W_other.data(), t.M, t.N, t.K, lda, t.K, ldc, 0.75f, -0.5f);
+    vitlens::gemm_nt(C2.data(), A.data(), W_other.data(), packed.get(), t.M, t.N, t.K, lda, ldc, 0.75f, -0.5f);
     CHECK(C1 == C2);
   }
-  // A packing of other dimensions over the same memory is not read as this product's.
-  std::vector<float> A(4 * 16), W(16 * 16), C1(4 * 8), C2(4 * 8);
+  // A packing of the same memory as another shape (8 × 32) is not read as this (16 × 16) product's:
+  // its panels hold the same 256 values in another order.
+  std::vector<float> A(4 * 16), W(16 * 16), C1(4 * 16), C2(4 * 16);
   fill_random(A.data(), A.size(), 11);
   fill_random(W.data(), W.size(), 12);
-  const auto other = vitlens::pack_weight_nt(W.data(), 16, 16);
-  vitlens::gemm_nt(C1.data(), A.data(), W.data(), 4, 8, 16, 16, 16, 8, 1.0f, 0.0f);
-  vitlens::gemm_nt(C2.data(), A.data(), W.data(), other.get(), 4, 8, 16, 16, 8, 1.0f, 0.0f);
+  const auto other = vitlens::pack_weight_nt(W.data(), 8, 32);
+  vitlens::gemm_nt(C1.data(), A.data(), W.data(), 4, 16, 16, 16, 16, 16, 1.0f, 0.0f);
+  vitlens::gemm_nt(C2.data(), A.data(), W.data(), other.get(), 4, 16, 16, 16, 16, 1.0f, 0.0f);
   CHECK(C1 == C2);
 }
 

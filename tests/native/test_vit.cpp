@@ -39,7 +39,8 @@ TEST_CASE("forward pass: shapes, attention rows sum to one, residual streams add
 }
 
 // pack_weights (model.h): the forward pass reads the packed weights and computes exactly what it
-// computes without them; a copy of the model (other buffers) does not read the original's packing.
+// computes without them; a copy of the model (other buffers, here edited) does not read the
+// original's packing.
 TEST_CASE("forward pass with packed weights: bit-identical", "[vit]") {
   const Model plain = random_model(small_config(), 3);
   Model packed = plain;
@@ -57,9 +58,15 @@ TEST_CASE("forward pass with packed weights: bit-identical", "[vit]") {
     CHECK(a.blocks[l].qkv == b.blocks[l].qkv);
     CHECK(a.blocks[l].fc1 == b.blocks[l].fc1);
   }
-  const Model copy = packed;  // shares the packings, whose sources are the original's buffers
-  vit_forward(c, copy, x);
-  CHECK(c.logits == a.logits);
+  Model edited = packed;  // shares the packings, whose sources are the original's buffers
+  for (BlockParams& bp : edited.params.blocks) bp.fc1_w *= -0.5f;
+  Model edited_plain = plain;
+  for (BlockParams& bp : edited_plain.params.blocks) bp.fc1_w *= -0.5f;
+  Trace d;
+  vit_forward(c, edited, x);
+  vit_forward(d, edited_plain, x);
+  CHECK(c.logits == d.logits);
+  CHECK(c.logits != a.logits);
 }
 
 TEST_CASE("whole-model gradient: logit w.r.t. the input, every block's A, and parameters", "[vit]") {
