@@ -1,6 +1,7 @@
 // attention.cpp — softmax and the multi-head attention core: forward and backward, and for the
 // LRP methods the double-precision forward and the relevance rules of the two-operand products
 // (A·v, q·kᵀ) and of the softmax.
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstddef>
@@ -16,21 +17,27 @@ namespace vitlens {
 
 namespace {
 
+// The rows [begin, end) of p = softmax(s), both (rows, n) dense; p may be s (in place).
+template <typename T>
+void softmax_row_range(T* p, const T* s, int n, int begin, int end) {
+  using Row = Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>;
+  for (int i = begin; i < end; ++i) {
+    const T* in = s + ptrdiff_t(i) * n;  // (n)
+    Row out(p + ptrdiff_t(i) * n, n);
+    const T mx = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(in, n).maxCoeff();
+    for (int j = 0; j < n; ++j) out[j] = exp_nonpositive(in[j] - mx);
+    out /= out.sum();
+  }
+}
+
 template <typename T>
 void softmax_rows_t(MatT<T>& p, const MatT<T>& s) {
-  const Eigen::Index n = s.cols();
+  const int n = int(s.cols());
   p.resize(s.rows(), n);
   // Rows in parallel (vitlens-mt.js) in ranges of ≥ 16 k values (DeiT-tiny's 197 × 197 splits, the
   // shipped model's 65 × 65 does not); p may be s (in place), row by row.
-  parallel_ranges(int(s.rows()), int(std::max<Eigen::Index>(32, 16384 / std::max<Eigen::Index>(n, 1))), [&](int begin, int end) {
-    for (Eigen::Index i = begin; i < end; ++i) {
-      const T mx = s.row(i).maxCoeff();
-      const T* in = s.row(i).data();  // (n)
-      T* out = p.row(i).data();       // (n)
-      for (Eigen::Index j = 0; j < n; ++j) out[j] = exp_nonpositive(in[j] - mx);
-      p.row(i) /= p.row(i).sum();
-    }
-  });
+  parallel_ranges(int(s.rows()), std::max(32, 16384 / std::max(n, 1)),
+                  [&](int begin, int end) { softmax_row_range(p.data(), s.data(), n, begin, end); });
 }
 
 }  // namespace
@@ -59,14 +66,33 @@ void attention_forward_t(MatT<T>& ctx, std::vector<MatT<T>>& scores, std::vector
   assert(r <= n && (r == n || !override_attn));
   const T scale = T(1) / std::sqrt(T(dh));
   ctx.resize(ptrdiff_t(copies) * r, d);
-  if (keep_scores) scores.resize(size_t(copies) * size_t(heads));
-  attn.resize(size_t(copies) * size_t(heads));
+  const int units = copies * heads;
+  if (keep_scores) scores.resize(size_t(units));
+  attn.resize(size_t(units));
   // The copies' heads are independent (each writes its own A, S and columns of ctx): in ranges
   // over the compute pool (vitlens-mt.js) when a head's products are worth a thread, each
-  // computed as on one thread.
-  parallel_ranges(copies * heads, grain_for(2.0 * r * n * dh), [&](int first, int last) {
-    for (int u = first; u < last; ++u) {
-      const int c = u / heads, h = u % heads;
+  // computed as on one thread. When the heads do not share out evenly over the pool's threads
+  // (DeiT-tiny's 3 on 2), each head's query rows go in as many blocks as there are threads, so
+  // that every thread gets the same rows: a row of S, A and ctx is computed as in the whole
+  // product, only k_h and v_h are packed once per block.
+  const int threads = compute_pool().available();
+  const double head_macs = 2.0 * r * n * dh;
+  const int blocks = !override_attn && threads >= 2 && units % threads != 0 &&
+                             units * threads >= 2 * grain_for(head_macs / threads)
+                         ? threads
+                         : 1;
+  if (!override_attn)
+    for (size_t i = 0; i < size_t(units); ++i) {  // sized here: the blocks write rows of them
+      attn[i].resize(r, n);
+      if (keep_scores) scores[i].resize(r, n);
+    }
+  // A block's first row: its share rounded to whole micro-tiles (4 rows, gemm.cpp's MR).
+  const auto row_edge = [&](int b) { return b == blocks ? r : std::min(r, (2 * r * b / blocks + 4) / 8 * 4); };
+  parallel_ranges(units * blocks, grain_for(head_macs / blocks), [&](int first, int last) {
+    for (int item = first; item < last; ++item) {
+      const int u = item / blocks, c = u / heads, h = u % heads;
+      const int i0 = row_edge(item % blocks), rows_b = row_edge(item % blocks + 1) - i0;
+      if (rows_b == 0) continue;
       const size_t i = size_t(u);
       const T* q = qkv.data() + ptrdiff_t(c) * n * 3 * d + h * dh;  // q_h, k_h, v_h: (n, dh), rows 3d apart
       const T* k = q + d;
@@ -79,13 +105,13 @@ void attention_forward_t(MatT<T>& ctx, std::vector<MatT<T>>& scores, std::vector
         }
         A = (*override_attn)[size_t(h)];
       } else {
-        MatT<T>& S = keep_scores ? scores[i] : A;  // not kept: S is formed in A, softmax in place
-        S.resize(r, n);
-        gemm_nt(S.data(), q, k, r, n, dh, 3 * d, 3 * d, n, scale, T(0));  // S = q·kᵀ/√d_h
-        softmax_rows(A, S);
+        T* S = (keep_scores ? scores[i] : A).data() + ptrdiff_t(i0) * n;  // not kept: S formed in A
+        gemm_nt(S, q + ptrdiff_t(i0) * 3 * d, k, rows_b, n, dh, 3 * d, 3 * d, n, scale, T(0));  // S = q·kᵀ/√d_h
+        softmax_row_range(A.data() + ptrdiff_t(i0) * n, S, n, 0, rows_b);
       }
-      if (head_mask && head_mask[h] == 0.0f) A.setZero();
-      gemm_nn(ctx.data() + ptrdiff_t(c) * r * d + h * dh, A.data(), v, r, dh, n, n, 3 * d, d, T(1), T(0));  // ctx_h = A·v
+      if (head_mask && head_mask[h] == 0.0f) A.middleRows(i0, rows_b).setZero();
+      gemm_nn(ctx.data() + (ptrdiff_t(c) * r + i0) * d + h * dh, A.data() + ptrdiff_t(i0) * n, v, rows_b,
+              dh, n, n, 3 * d, d, T(1), T(0));  // ctx_h = A·v
     }
   });
 }
