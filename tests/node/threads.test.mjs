@@ -74,8 +74,9 @@ describe('vitlens-mt.js (pthreads)', { skip }, () => {
   });
 
   // Both models split their work: the linear layers in row ranges, the attention heads in
-  // groups (DeiT-tiny's 3 heads on 2 threads: each head's query rows in blocks), the relevance rules of both likewise (parallel.h, grain_for), and DeiT-tiny's
-  // backward products in column blocks (gemm.h, gemm_split_macs).
+  // groups (DeiT-tiny's 3 heads on 2 threads: each head's query rows in blocks), the relevance
+  // rules of both likewise (parallel.h, grain_for), and DeiT-tiny's backward products in column
+  // blocks (gemm.h, gemm_split_macs).
   const splitMethods = ['transformer-attribution', 'grad-rollout', 'lrp', 'lrp:linear-rule=separate',
     'partial-lrp', 'attnlrp', 'saliency', 'attn-gradcam'];
   for (const [shape, bytes] of [['DeiT-tiny shape', deitTinyBytes], ['the shipped model', null]]) {

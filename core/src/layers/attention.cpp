@@ -20,11 +20,11 @@ namespace {
 // The rows [begin, end) of p = softmax(s), both (rows, n) dense; p may be s (in place).
 template <typename T>
 void softmax_row_range(T* p, const T* s, int n, int begin, int end) {
-  using Row = Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>>;
+  using Row = Eigen::Matrix<T, 1, Eigen::Dynamic>;
   for (int i = begin; i < end; ++i) {
     const T* in = s + ptrdiff_t(i) * n;  // (n)
-    Row out(p + ptrdiff_t(i) * n, n);
-    const T mx = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(in, n).maxCoeff();
+    Eigen::Map<Row> out(p + ptrdiff_t(i) * n, n);
+    const T mx = Eigen::Map<const Row>(in, n).maxCoeff();
     for (int j = 0; j < n; ++j) out[j] = exp_nonpositive(in[j] - mx);
     out /= out.sum();
   }
@@ -86,7 +86,8 @@ void attention_forward_t(MatT<T>& ctx, std::vector<MatT<T>>& scores, std::vector
       attn[i].resize(r, n);
       if (keep_scores) scores[i].resize(r, n);
     }
-  // A block's first row: its share rounded to whole micro-tiles (4 rows, gemm.cpp's MR).
+  // A block's first row: r·b/blocks rounded to the nearest multiple of 4 (whole micro-tiles,
+  // gemm.cpp's MR), at most r.
   const auto row_edge = [&](int b) { return b == blocks ? r : std::min(r, (2 * r * b / blocks + 4) / 8 * 4); };
   parallel_ranges(units * blocks, grain_for(head_macs / blocks), [&](int first, int last) {
     for (int item = first; item < last; ++item) {
