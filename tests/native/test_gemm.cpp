@@ -286,6 +286,35 @@ TEST_CASE("gemm: the |B| products equal the ones with a copy of |B|, bit for bit
   }
 }
 
+// A float B in a double product (the LRP rules' double forward pass, x·Wᵀ with W in float) is
+// widened exactly: the product equals the one over a double copy of B, bit for bit, across the
+// packing's edges (ragged panels, the transposing blocks' tails), strides, KC and NC boundaries.
+TEST_CASE("gemm: a float B in a double product equals a double copy of it, bit for bit", "[gemm]") {
+  const Case cases[] = {
+      {Layout::nt, 65, 288, 96, 0, 0, 0, 1.0f, 0.0f},    // the shipped model's qkv
+      {Layout::nt, 13, 9, 7, 3, 1, 2, 0.125f, -0.5f},    // edges of every panel, strides
+      {Layout::nt, 1, 1, 1, 0, 0, 0, 1.0f, 1.0f},
+      {Layout::nt, 3, 2100, 5, 1, 3, 3, 1.0f, -0.5f},    // more columns than one packed block
+      {Layout::nt, 70, 9, 600, 2, 1, 2, 1.0f, 1.0f},     // several sum slices
+  };
+  uint64_t seed = 3100;
+  for (const Case& t : cases) {
+    INFO(describe(t));
+    Operands<double> m(t, seed++);
+    std::vector<float> B_float(m.B.size());
+    for (size_t i = 0; i < m.B.size(); ++i) B_float[i] = float(m.B[i]);
+    const std::vector<double> B_wide(B_float.begin(), B_float.end());
+    std::vector<double> C_float = m.C, C_copy = m.C;
+    vitlens::gemm_nt(C_float.data(), m.A.data(), B_float.data(), t.M, t.N, t.K, m.lda, m.ldb, m.ldc, double(t.alpha),
+                     double(t.beta));
+    vitlens::gemm_nt(C_copy.data(), m.A.data(), B_wide.data(), t.M, t.N, t.K, m.lda, m.ldb, m.ldc, double(t.alpha),
+                     double(t.beta));
+    size_t differ = 0;
+    for (size_t e = 0; e < C_float.size(); ++e) differ += !(C_float[e] == C_copy[e]);
+    CHECK(differ == 0);
+  }
+}
+
 // A weight packed once gives the product it would have packed itself: bit for bit, across the
 // blocking's boundaries (KC = 256 terms per slice, NC = 2048 columns per block, ragged panels), on
 // one row and many; a packing of another buffer or of other dimensions is not used.

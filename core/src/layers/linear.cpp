@@ -13,10 +13,7 @@ namespace vitlens {
 
 namespace {
 
-// y = x·Wᵀ + b in T from the float weights. In double, W is cast (exactly) by each range that
-// uses it: on one thread once per call, and with the rows split over the compute pool, each
-// thread reads a double copy it wrote itself: with one copy written by the calling thread, the
-// worker's ranges ran 1.4–1.6× as long as the caller's (node, the shipped model's double pass).
+// y = x·Wᵀ + b in T from the float weights (in double, widened exactly as the product packs them).
 template <typename T>
 void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b, const PackedWeight* packed) {
   const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
@@ -29,8 +26,7 @@ void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b, 
       gemm_nt(y.data() + ptrdiff_t(i0) * out, x.data() + ptrdiff_t(i0) * in, W.data(), packed, i1 - i0, out, in, in,
               out, 1.0f, 0.0f);  // x·Wᵀ
     } else {
-      const MatT<T> wd = W.cast<T>();  // (out, in) W in double
-      gemm_nt(y.data() + ptrdiff_t(i0) * out, x.data() + ptrdiff_t(i0) * in, wd.data(), i1 - i0, out, in, in, in,
+      gemm_nt(y.data() + ptrdiff_t(i0) * out, x.data() + ptrdiff_t(i0) * in, W.data(), i1 - i0, out, in, in, in,
               out, T(1), T(0));  // x·Wᵀ
     }
     y.middleRows(i0, i1 - i0).rowwise() += b.cast<T>().transpose();

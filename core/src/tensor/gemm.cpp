@@ -61,6 +61,7 @@ struct Simd<float> {
   static constexpr int lanes = 4;
   static v128_t splat(float x) { return wasm_f32x4_splat(x); }
   static v128_t load_splat(const float* p) { return wasm_v128_load32_splat(p); }
+  static v128_t load(const float* p) { return wasm_v128_load(p); }
   static v128_t add(v128_t a, v128_t b) { return wasm_f32x4_add(a, b); }
   static v128_t mul(v128_t a, v128_t b) { return wasm_f32x4_mul(a, b); }
   static v128_t abs(v128_t a) { return wasm_f32x4_abs(a); }
@@ -90,6 +91,9 @@ struct Simd<double> {
   static constexpr int lanes = 2;
   static v128_t splat(double x) { return wasm_f64x2_splat(x); }
   static v128_t load_splat(const double* p) { return wasm_v128_load64_splat(p); }
+  static v128_t load(const double* p) { return wasm_v128_load(p); }
+  // two floats widened (exactly): a float operand packed for a double product
+  static v128_t load(const float* p) { return wasm_f64x2_promote_low_f32x4(wasm_v128_load64_zero(p)); }
   static v128_t add(v128_t a, v128_t b) { return wasm_f64x2_add(a, b); }
   static v128_t mul(v128_t a, v128_t b) { return wasm_f64x2_mul(a, b); }
   static v128_t abs(v128_t a) { return wasm_f64x2_abs(a); }
@@ -122,14 +126,15 @@ struct Blocking {
 };
 
 // A logical matrix over row-major memory: element (r, c) is p[r·ld + c], or p[c·ld + r] when
-// the memory holds its transpose.
-template <typename T>
+// the memory holds its transpose. S is the type in memory: the product's own, or (B only) float
+// in a double product, widened as it is packed.
+template <typename S>
 struct Operand {
-  const T* p;
+  const S* p;
   int ld;
   bool trans;
   bool abs = false;  // the operand is |M| (B only: taken as it is packed)
-  const T* at(int r, int c) const {
+  const S* at(int r, int c) const {
     return trans ? p + ptrdiff_t(c) * ld + r : p + ptrdiff_t(r) * ld + c;
   }
 };
@@ -141,12 +146,12 @@ int even_block(int n, int cap, int unit) { return round_up(ceil_div(n, ceil_div(
 
 // dst[(k + q)·stride + r] = src_r[k + q] for q, r < lanes: `lanes` rows, each contiguous in k,
 // into k-major order (a lanes×lanes transpose).
-// With abs, |values|.
-template <typename T>
-void pack_block(T* dst, const T* const* src, int stride, bool abs) {
+// With abs, |values|. The source rows hold T, or float widened to T.
+template <typename T, typename S>
+void pack_block(T* dst, const S* const* src, int stride, bool abs) {
   constexpr int L = Simd<T>::lanes;
   v128_t r[L];
-  for (int q = 0; q < L; ++q) r[q] = abs ? Simd<T>::abs(wasm_v128_load(src[q])) : wasm_v128_load(src[q]);
+  for (int q = 0; q < L; ++q) r[q] = abs ? Simd<T>::abs(Simd<T>::load(src[q])) : Simd<T>::load(src[q]);
   Simd<T>::transpose(r);
   for (int q = 0; q < L; ++q) wasm_v128_store(dst + q * stride, r[q]);
 }
@@ -175,9 +180,9 @@ void pack_a(T* dst, const Operand<T>& a, int mc, int kc) {
 }
 
 // B (kc, nc) → ceil(nc/NR) panels, each (kc, NR): panel[k·NR + c] = B(k, j + c), zero-padded;
-// |B(k, j + c)| with b.abs.
-template <typename T>
-void pack_b(T* dst, const Operand<T>& b, int kc, int nc) {
+// |B(k, j + c)| with b.abs; B's values widened to T when it holds floats.
+template <typename T, typename S>
+void pack_b(T* dst, const Operand<S>& b, int kc, int nc) {
   constexpr int L = Simd<T>::lanes, NR = Blocking<T>::NR;
   for (int j = 0; j < nc; j += NR, dst += NR * kc) {
     const int nr = std::min(NR, nc - j);
@@ -185,20 +190,20 @@ void pack_b(T* dst, const Operand<T>& b, int kc, int nc) {
     if (nr == NR && !b.trans) {  // each row of B is contiguous in j
       for (; k < kc; ++k)
         for (int v = 0; v < NR; v += L) {
-          const v128_t x = wasm_v128_load(b.at(k, j + v));
+          const v128_t x = Simd<T>::load(b.at(k, j + v));
           wasm_v128_store(dst + k * NR + v, b.abs ? Simd<T>::abs(x) : x);
         }
     } else if (nr == NR) {  // each column of B (a row of memory, e.g. of W) is contiguous in k
       for (; k + L <= kc; k += L)
         for (int v = 0; v < NR; v += L) {
-          const T* cols[L];
+          const S* cols[L];
           for (int q = 0; q < L; ++q) cols[q] = b.at(k, j + v + q);
           pack_block(dst + k * NR + v, cols, NR, b.abs);
         }
     }
     for (; k < kc; ++k)
       for (int c = 0; c < NR; ++c) {
-        const T x = c < nr ? *b.at(k, j + c) : T(0);
+        const T x = c < nr ? T(*b.at(k, j + c)) : T(0);
         dst[k * NR + c] = b.abs ? std::fabs(x) : x;
       }
   }
@@ -209,7 +214,8 @@ void pack_b(T* dst, const Operand<T>& b, int kc, int nc) {
 // edge of 197 = 49·4 + 1 rows costs a 1-row kernel, not a 4-row one) and writes nr ≤ NR
 // columns. beta = 0 does not read C.
 template <typename T, int R>
-void micro_kernel(T* c, int ldc, const T* a, const T* b, int kc, int nr, T alpha, T beta) {
+[[gnu::always_inline]] inline void micro_kernel(T* c, int ldc, const T* a, const T* b, int kc, int nr, T alpha,
+                                                T beta) {
   using S = Simd<T>;
   constexpr int L = S::lanes, NR = Blocking<T>::NR;
   v128_t acc[R][2];
@@ -251,9 +257,12 @@ void micro_kernel(T* c, int ldc, const T* a, const T* b, int kc, int nr, T alpha
     for (int j = 0; j < nr; ++j) c[j] = beta == T(0) ? tile[r][j] : tile[r][j] + beta * c[j];
 }
 
-// The micro-kernel for the mr ≤ MR rows left at this panel.
+// The micro-kernel for the mr ≤ MR rows left at this panel. Inlined into each product's loop
+// (clang otherwise keeps it out of line once two products share it: the double forward's x·Wᵀ
+// with a float W beside the all-double products ran 1.04× slower through the call).
 template <typename T>
-void micro_kernel(T* c, int ldc, const T* a, const T* b, int kc, int mr, int nr, T alpha, T beta) {
+[[gnu::always_inline]] inline void micro_kernel(T* c, int ldc, const T* a, const T* b, int kc, int mr, int nr,
+                                                T alpha, T beta) {
   static_assert(MR == 4, "one case per row count");
   switch (mr) {
     case 4: return micro_kernel<T, 4>(c, ldc, a, b, kc, nr, alpha, beta);
@@ -282,8 +291,8 @@ void for_each_b_block(int N, int K, F f) {
 
 // C (M, N) = alpha · A (M, K) · B (K, N) + beta · C. With `packed`, B's blocks are read from there
 // (pack_weight_nt: the blocks of for_each_b_block, one after another) instead of packed here.
-template <typename T>
-void gemm(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, int ldc, T alpha, T beta,
+template <typename T, typename SB>
+void gemm(T* C, const Operand<T>& A, const Operand<SB>& B, int M, int N, int K, int ldc, T alpha, T beta,
           const T* packed = nullptr) {
   using Bl = Blocking<T>;
   if (M <= 0 || N <= 0) return;
@@ -312,7 +321,7 @@ void gemm(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, i
       if (packed) {
         packed += size_t(kc) * size_t(round_up(nc, Bl::NR));
       } else {
-        pack_b(b_buffer, Operand<T>{B.at(pc, jc), B.ld, B.trans, B.abs}, kc, nc);
+        pack_b(b_buffer, Operand<SB>{B.at(pc, jc), B.ld, B.trans, B.abs}, kc, nc);
         bp = b_buffer;
       }
       for (int ic = 0; ic < M; ic += mb) {
@@ -332,8 +341,8 @@ void gemm(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, i
 // column blocks of whole NR panels. Each block is a product of its own (packing all of A and its
 // part of B), so every element of C is computed exactly as without the split.
 
-template <typename T>
-void gemm_split(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, int K, int ldc, T alpha, T beta) {
+template <typename T, typename SB>
+void gemm_split(T* C, const Operand<T>& A, const Operand<SB>& B, int M, int N, int K, int ldc, T alpha, T beta) {
   constexpr int NR = Blocking<T>::NR;
   WorkerPool& pool = compute_pool();
   const int panels = ceil_div(std::max(N, 0), NR);
@@ -345,7 +354,7 @@ void gemm_split(T* C, const Operand<T>& A, const Operand<T>& B, int M, int N, in
   const int cols = ceil_div(panels, parts) * NR;  // per part
   pool.run(parts, [&](int t) {
     const int j0 = t * cols, nc = std::min(cols, N - j0);
-    if (nc > 0) gemm(C + j0, A, Operand<T>{B.at(0, j0), B.ld, B.trans, B.abs}, M, nc, K, ldc, alpha, beta);
+    if (nc > 0) gemm(C + j0, A, Operand<SB>{B.at(0, j0), B.ld, B.trans, B.abs}, M, nc, K, ldc, alpha, beta);
   });
 }
 
@@ -410,6 +419,11 @@ void gemm_nt(double* C, const double* A, const double* B, int M, int N, int K, i
 void gemm_tn(double* C, const double* A, const double* B, int M, int N, int K, int lda, int ldb,
              int ldc, double alpha, double beta) {
   gemm_split(C, Operand<double>{A, lda, true}, Operand<double>{B, ldb, false}, M, N, K, ldc, alpha, beta);
+}
+
+void gemm_nt(double* C, const double* A, const float* B, int M, int N, int K, int lda, int ldb,
+             int ldc, double alpha, double beta) {
+  gemm_split(C, Operand<double>{A, lda, false}, Operand<float>{B, ldb, true}, M, N, K, ldc, alpha, beta);
 }
 
 void gemm_nn_abs(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
@@ -497,6 +511,13 @@ void gemm_nt(double* C, const double* A, const double* B, int M, int N, int K, i
 void gemm_tn(double* C, const double* A, const double* B, int M, int N, int K, int lda, int ldb,
              int ldc, double alpha, double beta) {
   tn(C, A, B, M, N, K, lda, ldb, ldc, alpha, beta);
+}
+
+void gemm_nt(double* C, const double* A, const float* B, int M, int N, int K, int lda, int ldb,
+             int ldc, double alpha, double beta) {
+  update(C, M, N, ldc,
+         ConstMap<double>(A, M, K, Stride(lda)) * ConstMap<float>(B, N, K, Stride(ldb)).cast<double>().transpose(),
+         alpha, beta);
 }
 
 void gemm_nn_abs(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,

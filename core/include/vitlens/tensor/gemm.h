@@ -47,6 +47,10 @@ void gemm_nt(double* C, const double* A, const double* B, int M, int N, int K, i
              int ldc, double alpha, double beta);
 void gemm_tn(double* C, const double* A, const double* B, int M, int N, int K, int lda, int ldb,
              int ldc, double alpha, double beta);
+// gemm_nt in float64 with B in float (a weight), widened exactly: in wasm as it is packed, so the
+// double forward pass's x·Wᵀ needs no double copy of W.
+void gemm_nt(double* C, const double* A, const float* B, int M, int N, int K, int lda, int ldb,
+             int ldc, double alpha, double beta);
 
 // A weight W (out, in), row-major, packed once for the products x·Wᵀ (the Linear layers' forward
 // in float), so that a forward pass does not re-pack every weight it reads (wasm: a forward pass
