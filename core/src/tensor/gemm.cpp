@@ -21,13 +21,14 @@
 // machines and from the plain build; the accumulation order is the same either way. The parity
 // tests' tolerances (≤ 1e-4 relative to the references, 1e-5 wasm against native) hold for both.
 // Measured alternatives for float: 6×8, 8×8 and 4×12 tiles (more accumulators than V8 keeps in
-// registers) run at about half that, 5×8 too in node; unrolling k by 2 or 4 is slower. Panels are zero-padded to whole MR and NR; the
-// last row panel of C runs a kernel for just its 1–3 rows, and the store of the last column tile
-// writes fewer columns. Packing transposes lanes×lanes blocks with shuffles, so every layout
-// (x·Wᵀ, dy·W, dyᵀ·x) costs the same. The packing buffers are allocated per call: there is no
-// state between calls. A weight used by every forward pass can instead be packed once
-// (pack_weight_nt, its blocks in the order gemm reads them; the caller owns them). One template
-// serves both element types; `Simd<T>` holds what differs.
+// registers) run at about half that, 5×8 too in node; unrolling k by 2 or 4 is slower.
+// Panels are zero-padded to whole MR and NR; the last row panel of C runs a kernel for just its
+// 1–3 rows, and the store of the last column tile writes fewer columns. Packing transposes
+// lanes×lanes blocks with shuffles, so every layout (x·Wᵀ, dy·W, dyᵀ·x) costs the same. The
+// packing buffer is the calling thread's and holds nothing between calls. A weight used by every
+// forward pass can instead be packed once (pack_weight_nt, its blocks in the order gemm reads
+// them; the caller owns them). One template serves both element types; `Simd<T>` holds what
+// differs.
 #include "vitlens/tensor/gemm.h"
 
 #if defined(__wasm_simd128__)
@@ -279,14 +280,23 @@ void scale_c(T* c, int M, int N, int ldc, T beta) {
     for (int j = 0; j < N; ++j) c[j] = beta == T(0) ? T(0) : beta * c[j];
 }
 
+// How a product's B (K, N) is blocked: slices of ≤ kb terms, blocks of ≤ nb columns (whole
+// panels), each as even as its cap (KC, NC) allows.
+template <typename T>
+struct BBlocks {
+  int kb, nb;
+  BBlocks(int N, int K) : kb(even_block(K, KC, 1)), nb(even_block(N, Blocking<T>::NC, Blocking<T>::NR)) {}
+};
+
 // The blocks of B a product (K, N) packs, in the order `gemm` visits them: for each block of ≤ nb
 // columns, for each slice of ≤ kb terms, ceil(nc/NR) panels (kc, NR). Calls f(jc, nc, pc, kc).
+// The one statement of that order: gemm runs its loop through it, pack_weight_nt lays its panels
+// out by it.
 template <typename T, typename F>
 void for_each_b_block(int N, int K, F f) {
-  using Bl = Blocking<T>;
-  const int kb = even_block(K, KC, 1), nb = even_block(N, Bl::NC, Bl::NR);
-  for (int jc = 0; jc < N; jc += nb)
-    for (int pc = 0; pc < K; pc += kb) f(jc, std::min(nb, N - jc), pc, std::min(kb, K - pc));
+  const BBlocks<T> b(N, K);
+  for (int jc = 0; jc < N; jc += b.nb)
+    for (int pc = 0; pc < K; pc += b.kb) f(jc, std::min(b.nb, N - jc), pc, std::min(b.kb, K - pc));
 }
 
 // C (M, N) = alpha · A (M, K) · B (K, N) + beta · C. With `packed`, B's blocks are read from there
@@ -300,59 +310,61 @@ void gemm(T* C, const Operand<T>& A, const Operand<SB>& B, int M, int N, int K, 
     scale_c(C, M, N, ldc, beta);
     return;
   }
-  const int kb = even_block(K, KC, 1), mb = even_block(M, Bl::MC, MR), nb = even_block(N, Bl::NC, Bl::NR);
+  const BBlocks<T> blocks(N, K);
+  const int mb = even_block(M, Bl::MC, MR);
   // Packed A (mb, kb) then packed B (kb, nb), 64-byte aligned, in a buffer of the calling thread
   // (one per element type) that only grows, to at most MC·KC + KC·NC values (2.3 MiB), and holds
   // nothing between calls:
   // a fresh allocation per product cost the split explanations of vitlens-mt.js 2–7 % (both
   // threads allocating at once; the pthreads build's malloc takes a lock), vitlens.js ~1 %.
-  const size_t a_size = size_t(mb) * size_t(kb), b_size = packed ? 0 : size_t(kb) * size_t(nb);
+  const size_t a_size = size_t(mb) * size_t(blocks.kb), b_size = packed ? 0 : size_t(blocks.kb) * size_t(blocks.nb);
   constexpr size_t align = 64 / sizeof(T);
   thread_local std::vector<T> buffer;
   if (buffer.size() < a_size + b_size + align) buffer.resize(a_size + b_size + align);
   T* const ap = reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) & ~uintptr_t(63));
   T* const b_buffer = ap + a_size;
-  for (int jc = 0; jc < N; jc += nb) {
-    const int nc = std::min(nb, N - jc);
-    for (int pc = 0; pc < K; pc += kb) {
-      const int kc = std::min(kb, K - pc);
-      const T beta_slice = pc == 0 ? beta : T(1);  // later slices add to the first
-      const T* bp = packed;
-      if (packed) {
-        packed += size_t(kc) * size_t(round_up(nc, Bl::NR));
-      } else {
-        pack_b(b_buffer, Operand<SB>{B.at(pc, jc), B.ld, B.trans, B.abs}, kc, nc);
-        bp = b_buffer;
-      }
-      for (int ic = 0; ic < M; ic += mb) {
-        const int mc = std::min(mb, M - ic);
-        pack_a(ap, Operand<T>{A.at(ic, pc), A.ld, A.trans}, mc, kc);
-        for (int jr = 0; jr < nc; jr += Bl::NR)
-          for (int ir = 0; ir < mc; ir += MR)
-            micro_kernel(C + ptrdiff_t(ic + ir) * ldc + (jc + jr), ldc, ap + ptrdiff_t(ir) * kc,
-                         bp + ptrdiff_t(jr) * kc, kc, std::min(MR, mc - ir), std::min(Bl::NR, nc - jr),
-                         alpha, beta_slice);
-      }
+  for_each_b_block<T>(N, K, [&](int jc, int nc, int pc, int kc) {
+    const T beta_slice = pc == 0 ? beta : T(1);  // later slices add to the first
+    const T* bp = packed;
+    if (packed) {
+      packed += size_t(kc) * size_t(round_up(nc, Bl::NR));
+    } else {
+      pack_b(b_buffer, Operand<SB>{B.at(pc, jc), B.ld, B.trans, B.abs}, kc, nc);
+      bp = b_buffer;
     }
-  }
+    for (int ic = 0; ic < M; ic += mb) {
+      const int mc = std::min(mb, M - ic);
+      pack_a(ap, Operand<T>{A.at(ic, pc), A.ld, A.trans}, mc, kc);
+      for (int jr = 0; jr < nc; jr += Bl::NR)
+        for (int ir = 0; ir < mc; ir += MR)
+          micro_kernel(C + ptrdiff_t(ic + ir) * ldc + (jc + jr), ldc, ap + ptrdiff_t(ir) * kc,
+                       bp + ptrdiff_t(jr) * kc, kc, std::min(MR, mc - ir), std::min(Bl::NR, nc - jr), alpha,
+                       beta_slice);
+    }
+  });
 }
 
 // Products of at least gemm_split_macs multiply-adds (gemm.h) are split over the compute pool in
 // column blocks of whole NR panels. Each block is a product of its own (packing all of A and its
 // part of B), so every element of C is computed exactly as without the split.
 
+// The column blocks gemm_split cuts a product into: 1 when it runs whole on this thread.
+template <typename T>
+int split_parts(int M, int N, int K) {
+  const int parts = std::min(compute_pool().available(), ceil_div(std::max(N, 0), Blocking<T>::NR));
+  return parts < 2 || double(M) * double(N) * double(K) < gemm_split_macs ? 1 : parts;
+}
+
 template <typename T, typename SB>
 void gemm_split(T* C, const Operand<T>& A, const Operand<SB>& B, int M, int N, int K, int ldc, T alpha, T beta) {
   constexpr int NR = Blocking<T>::NR;
-  WorkerPool& pool = compute_pool();
-  const int panels = ceil_div(std::max(N, 0), NR);
-  const int parts = std::min(pool.available(), panels);
-  if (parts < 2 || double(M) * double(N) * double(K) < gemm_split_macs) {
+  const int parts = split_parts<T>(M, N, K);
+  if (parts == 1) {
     gemm(C, A, B, M, N, K, ldc, alpha, beta);
     return;
   }
-  const int cols = ceil_div(panels, parts) * NR;  // per part
-  pool.run(parts, [&](int t) {
+  const int cols = ceil_div(ceil_div(N, NR), parts) * NR;  // per part
+  compute_pool().run(parts, [&](int t) {
     const int j0 = t * cols, nc = std::min(cols, N - j0);
     if (nc > 0) gemm(C + j0, A, Operand<SB>{B.at(0, j0), B.ld, B.trans, B.abs}, M, nc, K, ldc, alpha, beta);
   });
@@ -384,7 +396,7 @@ void gemm_nt(float* C, const float* A, const float* W, const PackedWeight* packe
   const bool usable = packed && packed->source == W && packed->out == N && packed->in == K;
   // A product the pool would split over its columns keeps to the unpacked path (the packed blocks
   // are laid out for the whole width); the layers split their rows before they get here.
-  if (!usable || (compute_pool().available() >= 2 && double(M) * double(N) * double(K) >= gemm_split_macs)) {
+  if (!usable || split_parts<float>(M, N, K) > 1) {
     gemm_nt(C, A, W, M, N, K, lda, K, ldc, alpha, beta);
     return;
   }

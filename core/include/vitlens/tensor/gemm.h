@@ -54,8 +54,9 @@ void gemm_nt(double* C, const double* A, const float* B, int M, int N, int K, in
 
 // A weight W (out, in), row-major, packed once for the products x·Wᵀ (the Linear layers' forward
 // in float), so that a forward pass does not re-pack every weight it reads (wasm: a forward pass
-// 3–7 % faster on DeiT-tiny, 6–12 % on the shipped model; docs/performance.md, 2026-11-29). The panels are those the product would
-// pack itself, in the order it reads them, so the results are bit-identical with and without.
+// 3–7 % faster on DeiT-tiny, 6–12 % on the shipped model; docs/performance.md, 2026-11-29). The
+// panels are those the product would pack itself, in the order it reads them, so the results are
+// bit-identical with and without.
 // Natively pack_weight_nt returns nullptr (Eigen packs as it goes).
 struct PackedWeight {
   const float* source = nullptr;  // the W it was packed from
