@@ -315,51 +315,84 @@ TEST_CASE("gemm: a float B in a double product equals a double copy of it, bit f
   }
 }
 
-// A weight packed once gives the product it would have packed itself: bit for bit, across the
-// blocking's boundaries (KC = 256 terms per slice, NC = 2048 columns per block, ragged panels), on
-// one row and many; a packing of another buffer or of other dimensions is not used.
-TEST_CASE("gemm: a pre-packed weight gives the same x·Wᵀ, bit for bit", "[gemm]") {
+// A weight packed once gives the product it would have packed itself, for each of the four
+// products that read a weight (gemm.h, WeightProduct): bit for bit, across the blocking's
+// boundaries (KC = 256 terms per slice, NC = 2048 columns per block, ragged panels), on one row
+// and many; a packing of another buffer, of other dimensions or for another product is not used.
+TEST_CASE("gemm: a pre-packed weight gives the same products, bit for bit", "[gemm]") {
+  using vitlens::WeightProduct;
   struct Shape {
-    int M, N, K;
+    int M, out, in;
   };
-  const Shape shapes[] = {{1, 8, 1},     {3, 13, 7},    {65, 288, 96}, {197, 192, 768},
+  const Shape shapes[] = {{1, 8, 1},       {3, 13, 7},    {65, 288, 96}, {197, 192, 768},
                           {197, 577, 300}, {5, 2100, 40}, {33, 2053, 513}};
-  for (const Shape& t : shapes) {
-    CAPTURE(t.M, t.N, t.K);
-    const int lda = t.K + 3, ldc = t.N + 2;
-    std::vector<float> A(size_t(t.M) * lda), W(size_t(t.N) * t.K), C0(size_t(t.M) * ldc), C1, C2;
-    fill_random(A.data(), A.size(), uint64_t(t.M * 7 + t.K), 1.5f);
-    fill_random(W.data(), W.size(), uint64_t(t.N * 3 + 1), 0.5f);
-    fill_random(C0.data(), C0.size(), 5, 2.0f);
-    const auto packed = vitlens::pack_weight_nt(W.data(), t.N, t.K);
+  const WeightProduct products[] = {WeightProduct::times_wt, WeightProduct::times_abs_wt, WeightProduct::times_w,
+                                    WeightProduct::times_abs_w};
+  // The product as gemm.h's unpacked functions compute it: C (M, cols) with A (M, k).
+  auto unpacked = [](float* C, const float* A, const float* W, int M, int out, int in, WeightProduct p, int lda,
+                     int ldc, float alpha, float beta) {
+    switch (p) {
+      case WeightProduct::times_wt: return vitlens::gemm_nt(C, A, W, M, out, in, lda, in, ldc, alpha, beta);
+      case WeightProduct::times_abs_wt: return vitlens::gemm_nt_abs(C, A, W, M, out, in, lda, in, ldc, alpha, beta);
+      case WeightProduct::times_w: return vitlens::gemm_nn(C, A, W, M, in, out, lda, in, ldc, alpha, beta);
+      case WeightProduct::times_abs_w: return vitlens::gemm_nn_abs(C, A, W, M, in, out, lda, in, ldc, alpha, beta);
+    }
+  };
+  for (const Shape& t : shapes)
+    for (const WeightProduct p : products) {
+      const bool trans = p == WeightProduct::times_wt || p == WeightProduct::times_abs_wt;
+      const int k = trans ? t.in : t.out, cols = trans ? t.out : t.in;  // A (M, k), C (M, cols)
+      CAPTURE(t.M, t.out, t.in, int(p));
+      const int lda = k + 3, ldc = cols + 2;
+      std::vector<float> A(size_t(t.M) * lda), W(size_t(t.out) * t.in), C0(size_t(t.M) * ldc), C1, C2;
+      fill_random(A.data(), A.size(), uint64_t(t.M * 7 + k), 1.5f);
+      fill_random(W.data(), W.size(), uint64_t(t.out * 3 + 1), 0.5f);
+      fill_random(C0.data(), C0.size(), 5, 2.0f);
+      vitlens::WeightPacks packs;
+      const auto packed = vitlens::pack_weight(W.data(), t.out, t.in, p);
+      for (auto* slot : {&packs.times_wt, &packs.times_abs_wt, &packs.times_w, &packs.times_abs_w})
+        if (packs.get(p) == nullptr) *slot = packed;  // every slot up to p's: the others hold p's panels
 #if defined(__wasm_simd128__)
-    REQUIRE(packed);
-    CHECK(packed->panels.size() >= W.size());
+      REQUIRE(packed);
+      CHECK(packed->panels.size() >= W.size());
+      CHECK(packs.get(p) == packed.get());
 #endif
-    for (const float beta : {0.0f, 1.0f, -0.5f}) {
+      for (const float beta : {0.0f, 1.0f, -0.5f}) {
+        C1 = C0;
+        C2 = C0;
+        unpacked(C1.data(), A.data(), W.data(), t.M, t.out, t.in, p, lda, ldc, 0.75f, beta);
+        vitlens::gemm_weight(C2.data(), A.data(), W.data(), t.out, t.in, p, &packs, t.M, lda, ldc, 0.75f, beta);
+        CHECK(C1 == C2);
+      }
+      // Another buffer (other values) with W's packing: the product reads the other buffer.
+      std::vector<float> W_other = W;
+      for (float& w : W_other) w = -0.5f * w + 0.125f;
       C1 = C0;
       C2 = C0;
-      vitlens::gemm_nt(C1.data(), A.data(), W.data(), t.M, t.N, t.K, lda, t.K, ldc, 0.75f, beta);
-      vitlens::gemm_nt(C2.data(), A.data(), W.data(), packed.get(), t.M, t.N, t.K, lda, ldc, 0.75f, beta);
+      unpacked(C1.data(), A.data(), W_other.data(), t.M, t.out, t.in, p, lda, ldc, 0.75f, -0.5f);
+      vitlens::gemm_weight(C2.data(), A.data(), W_other.data(), t.out, t.in, p, &packs, t.M, lda, ldc, 0.75f, -0.5f);
       CHECK(C1 == C2);
+      // The other products, whose slots up to p's hold p's panels: each packs W itself.
+      for (const WeightProduct q : products) {
+        if (q == p) continue;
+        const bool qt = q == WeightProduct::times_wt || q == WeightProduct::times_abs_wt;
+        const int qk = qt ? t.in : t.out, qcols = qt ? t.out : t.in;
+        std::vector<float> Aq(size_t(t.M) * qk), Cq1(size_t(t.M) * qcols), Cq2(Cq1.size());
+        fill_random(Aq.data(), Aq.size(), 9, 1.0f);
+        unpacked(Cq1.data(), Aq.data(), W.data(), t.M, t.out, t.in, q, qk, qcols, 1.0f, 0.0f);
+        vitlens::gemm_weight(Cq2.data(), Aq.data(), W.data(), t.out, t.in, q, &packs, t.M, qk, qcols, 1.0f, 0.0f);
+        CHECK(Cq1 == Cq2);
+      }
     }
-    // Another buffer (other values) with W's packing: the product reads the other buffer.
-    std::vector<float> W_other = W;
-    for (float& w : W_other) w = -0.5f * w + 0.125f;
-    C1 = C0;
-    C2 = C0;
-    vitlens::gemm_nt(C1.data(), A.data(), W_other.data(), t.M, t.N, t.K, lda, t.K, ldc, 0.75f, -0.5f);
-    vitlens::gemm_nt(C2.data(), A.data(), W_other.data(), packed.get(), t.M, t.N, t.K, lda, ldc, 0.75f, -0.5f);
-    CHECK(C1 == C2);
-  }
   // A packing of the same memory as another shape (8 × 32) is not read as this (16 × 16) product's:
   // its panels hold the same 256 values in another order.
   std::vector<float> A(4 * 16), W(16 * 16), C1(4 * 16), C2(4 * 16);
   fill_random(A.data(), A.size(), 11);
   fill_random(W.data(), W.size(), 12);
-  const auto other = vitlens::pack_weight_nt(W.data(), 8, 32);
+  vitlens::WeightPacks other;
+  other.times_wt = vitlens::pack_weight(W.data(), 8, 32, WeightProduct::times_wt);
   vitlens::gemm_nt(C1.data(), A.data(), W.data(), 4, 16, 16, 16, 16, 16, 1.0f, 0.0f);
-  vitlens::gemm_nt(C2.data(), A.data(), W.data(), other.get(), 4, 16, 16, 16, 16, 1.0f, 0.0f);
+  vitlens::gemm_weight(C2.data(), A.data(), W.data(), 16, 16, WeightProduct::times_wt, &other, 4, 16, 16, 1.0f, 0.0f);
   CHECK(C1 == C2);
 }
 

@@ -5,6 +5,7 @@
 #include "vitlens/tensor/error.h"
 #include "vitlens/model/model.h"
 #include "vitlens/model/vit.h"
+#include "vitlens/methods/methods.h"
 
 using namespace vitlens;
 using vitlens::test::check_directional;
@@ -46,8 +47,8 @@ TEST_CASE("forward pass with packed weights: bit-identical", "[vit]") {
   Model packed = plain;
   pack_weights(packed);
 #if defined(__wasm_simd128__)
-  REQUIRE(packed.params.blocks[0].fc1_packed);
-  REQUIRE(packed.params.patch_packed);
+  REQUIRE(packed.params.blocks[0].fc1_packs.times_wt);
+  REQUIRE(packed.params.patch_packs.times_wt);
 #endif
   const Image x = random_input(plain.config, 4);
   Trace a, b, c;
@@ -67,6 +68,30 @@ TEST_CASE("forward pass with packed weights: bit-identical", "[vit]") {
   vit_forward(d, edited_plain, x);
   CHECK(c.logits == d.logits);
   CHECK(c.logits != a.logits);
+}
+
+// The backward pass and the relevance rules read the packings of dy·W, |x|·|W|ᵀ, S·W and S·|W|
+// (pack_weights): every method that uses them gives the map it gives without, bit for bit.
+TEST_CASE("explanations with packed weights: bit-identical", "[vit]") {
+  const Model plain = random_model(small_config(), 7);
+  Model packed = plain;
+  pack_weights(packed);
+#if defined(__wasm_simd128__)
+  for (const BlockParams& b : packed.params.blocks) {
+    REQUIRE(b.qkv_packs.times_abs_wt);
+    REQUIRE(b.proj_packs.times_w);
+    REQUIRE(b.fc1_packs.times_abs_w);
+    REQUIRE(b.fc2_packs.times_w);
+  }
+  REQUIRE(packed.params.patch_packs.times_w);
+#endif
+  const Image x = random_input(plain.config, 8);
+  for (const char* method : {"transformer-attribution", "lrp", "partial-lrp", "attnlrp", "saliency", "grad-rollout"}) {
+    CAPTURE(method);
+    const Explanation a = explain(plain, x, method), b = explain(packed, x, method);
+    CHECK(a.token_map == b.token_map);
+    CHECK(a.pixel_map == b.pixel_map);
+  }
 }
 
 TEST_CASE("whole-model gradient: logit w.r.t. the input, every block's A, and parameters", "[vit]") {

@@ -15,7 +15,7 @@ namespace {
 
 // y = x·Wᵀ + b in T from the float weights (in double, widened exactly as the product packs them).
 template <typename T>
-void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b, const PackedWeight* packed) {
+void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b, const WeightPacks* packs) {
   const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
   assert(x.cols() == in && b.size() == out);
   y.resize(n, out);
@@ -23,8 +23,8 @@ void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b, 
   // as in the whole product.
   parallel_ranges(n, grain_for(double(in) * out), [&](int i0, int i1) {
     if constexpr (std::is_same<T, float>::value) {
-      gemm_nt(y.data() + ptrdiff_t(i0) * out, x.data() + ptrdiff_t(i0) * in, W.data(), packed, i1 - i0, out, in, in,
-              out, 1.0f, 0.0f);  // x·Wᵀ
+      gemm_weight(y.data() + ptrdiff_t(i0) * out, x.data() + ptrdiff_t(i0) * in, W.data(), out, in,
+                  WeightProduct::times_wt, packs, i1 - i0, in, out, 1.0f, 0.0f);  // x·Wᵀ
     } else {
       gemm_nt(y.data() + ptrdiff_t(i0) * out, x.data() + ptrdiff_t(i0) * in, W.data(), i1 - i0, out, in, in, in,
               out, T(1), T(0));  // x·Wᵀ
@@ -35,22 +35,23 @@ void linear_forward_t(MatT<T>& y, const MatT<T>& x, const Mat& W, const Vec& b, 
 
 }  // namespace
 
-void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b, const PackedWeight* packed) {
-  linear_forward_t(y, x, W, b, packed);
+void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b, const WeightPacks* packs) {
+  linear_forward_t(y, x, W, b, packs);
 }
-void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, const PackedWeight*) {
+void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, const WeightPacks*) {
   linear_forward_t(y, x, W, b, nullptr);
 }
 
-void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W) {
+void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W,
+                     const WeightPacks* packs) {
   const int n = int(dy.rows()), in = int(W.cols()), out = int(W.rows());
   assert(dy.cols() == out && (!dW || (x.rows() == n && x.cols() == in)));  // x serves only dW
   if (dx) {
     dx->resize(n, in);
     // ∂(x·Wᵀ)/∂x = dy·W, in row ranges over the compute pool (vitlens-mt.js), as the forward
     parallel_ranges(n, grain_for(double(in) * out), [&](int i0, int i1) {
-      gemm_nn(dx->data() + ptrdiff_t(i0) * in, dy.data() + ptrdiff_t(i0) * out, W.data(), i1 - i0, in, out,
-              out, in, in, 1.0f, 0.0f);
+      gemm_weight(dx->data() + ptrdiff_t(i0) * in, dy.data() + ptrdiff_t(i0) * out, W.data(), out, in,
+                  WeightProduct::times_w, packs, i1 - i0, out, in, 1.0f, 0.0f);
     });
   }
   if (dW) {
@@ -84,8 +85,8 @@ struct RowRange {
 };
 
 // R_in = x ⊙ ((R / stab(z))·W), z = x·Wᵀ + b  (Bach et al. 2015; AttnLRP)
-void epsilon_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W, RowRange g,
-                  Mat& a, Mat& p) {
+void epsilon_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W,
+                  const WeightPacks* packs, RowRange g, Mat& a, Mat& p) {
   const int in = int(W.cols()), out = int(W.rows()), m = g.rows();
   a.resize(m, out);  // S
   for (int i = g.i0; i < g.i1; ++i) {
@@ -94,7 +95,7 @@ void epsilon_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const
     for (int o = 0; o < out; ++o) si[o] = float(ri[o] / stabilise(yi[o]));
   }
   p.resize(m, in);  // S·W
-  gemm_nn(p.data(), a.data(), W.data(), m, in, out, out, in, in, 1.0f, 0.0f);
+  gemm_weight(p.data(), a.data(), W.data(), out, in, WeightProduct::times_w, packs, m, out, in, 1.0f, 0.0f);
   for (int i = g.i0; i < g.i1; ++i) {
     const double* xi = x.row(i).data();
     const float* pi = p.row(i - g.i0).data();
@@ -145,14 +146,14 @@ void separate_rows(MatD& r_in, const MatD& r, const MatD& x, const Mat& w, RowRa
 // in float (a sum of non-negative terms, relative error ~√in·2⁻²⁴), but the half-sum cancels
 // when the positive contributions z_j⁺ are a small share of Σ|z_j|: there Z (0 when every
 // z_j ≤ 0) is recomputed exactly as Σ_j z_j⁺ in double (kExactShare below; rare).
-// |W| is taken as the products pack W (gemm.h): no copy of it that one thread forms and the
-// others read.
+// |W| is taken as W is packed, once when the model loads (pack_weights) or by the product
+// (gemm.h): no copy of it that one thread forms and the others read.
 void shared_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W, const Vec& b,
-                 RowRange g, Mat& a, Mat& p) {
+                 const WeightPacks* packs, RowRange g, Mat& a, Mat& p) {
   const int in = int(W.cols()), out = int(W.rows()), m = g.rows();
   a = x.middleRows(g.i0, m).cwiseAbs().cast<float>();  // (m, in) |x|
   p.resize(m, out);                                    // |x|·|W|ᵀ
-  gemm_nt_abs(p.data(), a.data(), W.data(), m, out, in, in, in, out, 1.0f, 0.0f);
+  gemm_weight(p.data(), a.data(), W.data(), out, in, WeightProduct::times_abs_wt, packs, m, in, out, 1.0f, 0.0f);
   a.resize(m, out);  // S = R / Z, rounded to float for the products
   for (int i = g.i0; i < g.i1; ++i) {
     const double *ri = r.row(i).data(), *yi = y.row(i).data();
@@ -165,8 +166,9 @@ void shared_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const 
         si[o] = float(safe_divide(ri[o], positive_sum(x.row(i).data(), W.row(o).data(), in)));
   }
   p.resize(m, 2 * in);  // [S·W | S·|W|]
-  gemm_nn(p.data(), a.data(), W.data(), m, in, out, out, in, 2 * in, 1.0f, 0.0f);
-  gemm_nn_abs(p.data() + in, a.data(), W.data(), m, in, out, out, in, 2 * in, 1.0f, 0.0f);
+  gemm_weight(p.data(), a.data(), W.data(), out, in, WeightProduct::times_w, packs, m, out, 2 * in, 1.0f, 0.0f);
+  gemm_weight(p.data() + in, a.data(), W.data(), out, in, WeightProduct::times_abs_w, packs, m, out, 2 * in, 1.0f,
+              0.0f);
   for (int i = g.i0; i < g.i1; ++i) {
     const double* xi = x.row(i).data();
     const float* pi = p.row(i - g.i0).data();  // (2·in) [S·W | S·|W|]
@@ -178,7 +180,7 @@ void shared_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const 
 }  // namespace
 
 void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W,
-                      const Vec& b, LinearRule rule, LrpScratch& s) {
+                      const Vec& b, LinearRule rule, LrpScratch& s, const WeightPacks* packs) {
   const int n = int(x.rows()), in = int(W.cols()), out = int(W.rows());
   assert(r.rows() == n && r.cols() == out && y.rows() == n && y.cols() == out && x.cols() == in);
   const int m = relevance_rows(r);  // rows ≥ m have R = 0, hence R_in = 0
@@ -195,11 +197,11 @@ void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, c
   ranges_with_scratch(m, grain_for(double(products) * in * out), s, [&](int i0, int i1, LrpScratch& rs) {
     const RowRange g{i0, i1};
     if (rule == LinearRule::epsilon)
-      epsilon_rows(r_in, r, x, y, W, g, rs.a, rs.p);
+      epsilon_rows(r_in, r, x, y, W, packs, g, rs.a, rs.p);
     else if (rule == LinearRule::alpha1beta0_separate)
       separate_rows(r_in, r, x, s.w, g, rs.a, rs.p);
     else
-      shared_rows(r_in, r, x, y, W, b, g, rs.a, rs.p);
+      shared_rows(r_in, r, x, y, W, b, packs, g, rs.a, rs.p);
   });
 }
 

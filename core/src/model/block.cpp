@@ -25,7 +25,7 @@ void block_attention_forward(MatT<T>& ctx, BlockTraceT<T>& t, BlockScratchT<T>& 
   assert(t.x.rows() % copies == 0 && t.x.cols() == c.dim);
   MatT<T>& ln1 = kept(rec, t.ln1, s.ln);
   layernorm_forward(ln1, t.ln1_mean, t.ln1_rstd, t.x, w.norm1_w, w.norm1_b, T(c.ln_eps));
-  linear_forward(t.qkv, ln1, w.qkv_w, w.qkv_b, w.qkv_packed.get());
+  linear_forward(t.qkv, ln1, w.qkv_w, w.qkv_b, &w.qkv_packs);
   attention_forward(ctx, t.scores, t.attn, t.qkv, c.heads, opt.head_mask, opt.override_attn,
                     copies, rec == BlockRecord::all, opt.rows);
   // The residual's input: every row, or each copy's first r rows when only those are formed.
@@ -43,7 +43,7 @@ template <typename T>
 void block_output_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, const MatT<T>& ctx,
                           const BlockParams& w, const Config& c, BlockRecord rec) {
   MatT<T>& attn_out = kept(rec, t.attn_out, s.attn_out);
-  linear_forward(attn_out, ctx, w.proj_w, w.proj_b, w.proj_packed.get());
+  linear_forward(attn_out, ctx, w.proj_w, w.proj_b, &w.proj_packs);
   block_mlp_forward(out, t, s, attn_out, w, c, rec);
 }
 
@@ -76,11 +76,11 @@ void block_mlp_forward(MatT<T>& out, BlockTraceT<T>& t, BlockScratchT<T>& s, con
   add_scaled(t.x_mid, t.x_rows.rows() ? t.x_rows : t.x, attn_out, w.ls1);
   MatT<T>& ln2 = kept(rec, t.ln2, s.ln);
   layernorm_forward(ln2, t.ln2_mean, t.ln2_rstd, t.x_mid, w.norm2_w, w.norm2_b, T(c.ln_eps));
-  linear_forward(t.fc1, ln2, w.fc1_w, w.fc1_b, w.fc1_packed.get());
+  linear_forward(t.fc1, ln2, w.fc1_w, w.fc1_b, &w.fc1_packs);
   MatT<T>& act = kept(rec, t.act, s.act);
   activation_forward(act, t.fc1, c.act);
   MatT<T>& mlp_out = kept(rec, t.mlp_out, s.mlp_out);
-  linear_forward(mlp_out, act, w.fc2_w, w.fc2_b, w.fc2_packed.get());
+  linear_forward(mlp_out, act, w.fc2_w, w.fc2_b, &w.fc2_packs);
   add_scaled(out, t.x_mid, mlp_out, w.ls2);
 }
 
@@ -122,9 +122,9 @@ void block_output_backward(BlockGrads& g, BlockParams* dw, const Mat& dout, cons
     dm = &g.mlp_out;
   }
   if (dw && w.ls2.size()) dw->ls2 += (dout.array() * t.mlp_out.array()).colwise().sum().transpose().matrix();
-  linear_backward(&g.act, dw ? &dw->fc2_w : nullptr, dw ? &dw->fc2_b : nullptr, *dm, t.act, w.fc2_w);
+  linear_backward(&g.act, dw ? &dw->fc2_w : nullptr, dw ? &dw->fc2_b : nullptr, *dm, t.act, w.fc2_w, &w.fc2_packs);
   activation_backward(g.fc1, g.act, t.fc1, c.act);
-  linear_backward(&g.ln2, dw ? &dw->fc1_w : nullptr, dw ? &dw->fc1_b : nullptr, g.fc1, t.ln2, w.fc1_w);
+  linear_backward(&g.ln2, dw ? &dw->fc1_w : nullptr, dw ? &dw->fc1_b : nullptr, g.fc1, t.ln2, w.fc1_w, &w.fc1_packs);
   layernorm_backward(g.x_mid, dw ? &dw->norm2_w : nullptr, dw ? &dw->norm2_b : nullptr, g.ln2,
                      t.x_mid, t.ln2_mean, t.ln2_rstd, w.norm2_w);
   g.x_mid += dout;
@@ -134,7 +134,7 @@ void block_output_backward(BlockGrads& g, BlockParams* dw, const Mat& dout, cons
     da = &g.attn_out;
   }
   if (dw && w.ls1.size()) dw->ls1 += (g.x_mid.array() * t.attn_out.array()).colwise().sum().transpose().matrix();
-  linear_backward(&g.ctx, dw ? &dw->proj_w : nullptr, dw ? &dw->proj_b : nullptr, *da, t.ctx, w.proj_w);
+  linear_backward(&g.ctx, dw ? &dw->proj_w : nullptr, dw ? &dw->proj_b : nullptr, *da, t.ctx, w.proj_w, &w.proj_packs);
 }
 
 // x' = x + proj(attention(qkv(LN1(x)))): x receives the residual's gradient plus LN1's.
@@ -143,7 +143,7 @@ void block_attention_backward(BlockGrads& g, BlockParams* dw, const BlockTrace& 
                               const BlockOptionsT<float>& opt) {
   attention_backward(g.qkv, g.scores, g.attn, g.ctx, t.qkv, t.attn, c.heads, opt.head_mask,
                      opt.override_attn != nullptr, copies, keep, opt.rows);
-  linear_backward(&g.ln1, dw ? &dw->qkv_w : nullptr, dw ? &dw->qkv_b : nullptr, g.qkv, t.ln1, w.qkv_w);
+  linear_backward(&g.ln1, dw ? &dw->qkv_w : nullptr, dw ? &dw->qkv_b : nullptr, g.qkv, t.ln1, w.qkv_w, &w.qkv_packs);
   layernorm_backward(g.x, dw ? &dw->norm1_w : nullptr, dw ? &dw->norm1_b : nullptr, g.ln1, t.x,
                      t.ln1_mean, t.ln1_rstd, w.norm1_w);
   const int n = int(t.x.rows()) / copies, r = int(g.x_mid.rows()) / copies;  // r < n: opt.rows

@@ -177,17 +177,29 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 void pack_weights(Model& m) {
   Params& p = m.params;
-  auto pack = [](const Mat& w) { return pack_weight_nt(w.data(), int(w.rows()), int(w.cols())); };
   size_t values = size_t(p.patch_w.size());
   for (const BlockParams& b : p.blocks)
     values += size_t(b.qkv_w.size() + b.proj_w.size() + b.fc1_w.size() + b.fc2_w.size());
-  const bool fits = values <= kPackedWeightsCap;
-  p.patch_packed = fits ? pack(p.patch_w) : nullptr;
+  const bool forward = values <= kPackedWeightsCap, all = 4 * values <= kPackedWeightsCap;
+  auto pack = [](const Mat& w, WeightProduct product, bool wanted) {
+    return wanted ? pack_weight(w.data(), int(w.rows()), int(w.cols()), product) : nullptr;
+  };
+  auto pack_all = [&](WeightPacks& packs, const Mat& w) {
+    packs.times_wt = pack(w, WeightProduct::times_wt, forward);
+    packs.times_abs_wt = pack(w, WeightProduct::times_abs_wt, all);
+    packs.times_w = pack(w, WeightProduct::times_w, all);
+    packs.times_abs_w = pack(w, WeightProduct::times_abs_w, all);
+  };
+  // The patch embedding's relevance rules form their own weights (patch_embed.cpp): its forward
+  // pass and the input gradient's dy·W only.
+  p.patch_packs = WeightPacks();
+  p.patch_packs.times_wt = pack(p.patch_w, WeightProduct::times_wt, forward);
+  p.patch_packs.times_w = pack(p.patch_w, WeightProduct::times_w, all);
   for (BlockParams& b : p.blocks) {
-    b.qkv_packed = fits ? pack(b.qkv_w) : nullptr;
-    b.proj_packed = fits ? pack(b.proj_w) : nullptr;
-    b.fc1_packed = fits ? pack(b.fc1_w) : nullptr;
-    b.fc2_packed = fits ? pack(b.fc2_w) : nullptr;
+    pack_all(b.qkv_packs, b.qkv_w);
+    pack_all(b.proj_packs, b.proj_w);
+    pack_all(b.fc1_packs, b.fc1_w);
+    pack_all(b.fc2_packs, b.fc2_w);
   }
 }
 

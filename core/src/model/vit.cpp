@@ -128,7 +128,7 @@ void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions
   tr.head_mask = opt.head_mask;
   tr.head_rows_only = opt.head_rows_only;
   im2col(tr.patches, x, c.patch);
-  linear_forward(tr.embed, tr.patches, p.patch_w, p.patch_b, p.patch_packed.get());
+  linear_forward(tr.embed, tr.patches, p.patch_w, p.patch_b, &p.patch_packs);
   tokens_forward<float>(tr.tokens, nullptr, tr.embed, p, c);
 
   tr.blocks.resize(size_t(c.depth));
@@ -204,7 +204,7 @@ void vit_backward(Grads& g, Params* dp, const Model& m, const Trace& tr, const V
   }
   g.embed = g.tokens.bottomRows(P);
   linear_backward(&g.patches, dp ? &dp->patch_w : nullptr, dp ? &dp->patch_b : nullptr, g.embed,
-                  tr.patches, p.patch_w);
+                  tr.patches, p.patch_w, &p.patch_packs);
   col2im(g.input, g.patches, c.channels, c.image_h, c.image_w, c.patch);
 }
 

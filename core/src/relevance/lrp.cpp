@@ -256,11 +256,11 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   log_layer(rep, pre + "add2", sum_out, sum_res2 + sum_ff);
   tok.residual2 = token_sums(r_res);
   tok.ff_branch = token_sums(r_branch);
-  linear_relevance(r_tmp, r_branch, bt.act, bt.mlp_out, w.fc2_w, w.fc2_b, rules.linear, s);
+  linear_relevance(r_tmp, r_branch, bt.act, bt.mlp_out, w.fc2_w, w.fc2_b, rules.linear, s, &w.fc2_packs);
   const double sum_act = total(r_tmp);
   log_layer(rep, pre + "mlp.fc2", sum_ff, sum_act);
   log_layer(rep, pre + "mlp.act", sum_act, sum_act);  // GELU: identity
-  linear_relevance(r_tmp2, r_tmp, bt.ln2, bt.fc1, w.fc1_w, w.fc1_b, rules.linear, s);
+  linear_relevance(r_tmp2, r_tmp, bt.ln2, bt.fc1, w.fc1_w, w.fc1_b, rules.linear, s, &w.fc1_packs);
   const double sum_ln2 = total(r_tmp2);
   log_layer(rep, pre + "mlp.fc1", sum_act, sum_ln2);
   tok.ff_in = token_sums(r_tmp2);
@@ -278,7 +278,7 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   tok.residual1 = token_sums(r_tmp);
   tok.attn_branch = token_sums(r_branch);
   MatD r_ctx, r_qkv;  // (n, d), (n, 3d)
-  linear_relevance(r_ctx, r_branch, bt.ctx, bt.attn_out, w.proj_w, w.proj_b, rules.linear, s);
+  linear_relevance(r_ctx, r_branch, bt.ctx, bt.attn_out, w.proj_w, w.proj_b, rules.linear, s, &w.proj_packs);
   const double sum_ctx = total(r_ctx);
   log_layer(rep, pre + "attn.proj", sum_attn_branch, sum_ctx);
   tok.ctx = token_sums(r_ctx);
@@ -291,7 +291,7 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   tok.q = column_sums(r_qkv, 0, d);  // r_qkv = [R_q | R_k | R_v], heads inside each
   tok.k = column_sums(r_qkv, d, d);
   tok.v = column_sums(r_qkv, 2 * d, d);
-  linear_relevance(r_res, r_qkv, bt.ln1, bt.qkv, w.qkv_w, w.qkv_b, rules.linear, s);
+  linear_relevance(r_res, r_qkv, bt.ln1, bt.qkv, w.qkv_w, w.qkv_b, rules.linear, s, &w.qkv_packs);
   const double sum_ln1 = total(r_res);
   log_layer(rep, pre + "attn.qkv", total(r_qkv), sum_ln1);
   tok.attn_in = token_sums(r_res);

@@ -26,9 +26,8 @@
 // 1–3 rows, and the store of the last column tile writes fewer columns. Packing transposes
 // lanes×lanes blocks with shuffles, so every layout (x·Wᵀ, dy·W, dyᵀ·x) costs the same. The
 // packing buffer is the calling thread's and holds nothing between calls. A weight used by every
-// forward pass can instead be packed once (pack_weight_nt, its blocks in the order gemm reads
-// them; the caller owns them). One template serves both element types; `Simd<T>` holds what
-// differs.
+// pass can instead be packed once (pack_weight, its blocks in the order gemm reads them; the
+// caller owns them). One template serves both element types; `Simd<T>` holds what differs.
 #include "vitlens/tensor/gemm.h"
 
 #if defined(__wasm_simd128__)
@@ -290,7 +289,7 @@ struct BBlocks {
 
 // The blocks of B a product (K, N) packs, in the order `gemm` visits them: for each block of ≤ nb
 // columns, for each slice of ≤ kb terms, ceil(nc/NR) panels (kc, NR). Calls f(jc, nc, pc, kc).
-// The one statement of that order: gemm runs its loop through it, pack_weight_nt lays its panels
+// The one statement of that order: gemm runs its loop through it, pack_weight lays its panels
 // out by it.
 template <typename T, typename F>
 void for_each_b_block(int N, int K, F f) {
@@ -300,7 +299,7 @@ void for_each_b_block(int N, int K, F f) {
 }
 
 // C (M, N) = alpha · A (M, K) · B (K, N) + beta · C. With `packed`, B's blocks are read from there
-// (pack_weight_nt: the blocks of for_each_b_block, one after another) instead of packed here.
+// (pack_weight: the blocks of for_each_b_block, one after another) instead of packed here.
 template <typename T, typename SB>
 void gemm(T* C, const Operand<T>& A, const Operand<SB>& B, int M, int N, int K, int ldc, T alpha, T beta,
           const T* packed = nullptr) {
@@ -370,37 +369,55 @@ void gemm_split(T* C, const Operand<T>& A, const Operand<SB>& B, int M, int N, i
   });
 }
 
+// A product with the weight W (out, in) as its B (gemm.h, WeightProduct): B = Wᵀ (in, out) or
+// W (out, in), |·| taken as it is packed.
+struct WeightOperand {
+  Operand<float> b;
+  int N, K;  // B (K, N)
+};
+
+WeightOperand weight_operand(const float* W, int out, int in, WeightProduct product) {
+  const bool trans = product == WeightProduct::times_wt || product == WeightProduct::times_abs_wt;
+  const bool abs = product == WeightProduct::times_abs_wt || product == WeightProduct::times_abs_w;
+  return {Operand<float>{W, in, trans, abs}, trans ? out : in, trans ? in : out};
+}
+
 }  // namespace
 
-std::shared_ptr<const PackedWeight> pack_weight_nt(const float* W, int out, int in) {
+std::shared_ptr<const PackedWeight> pack_weight(const float* W, int out, int in, WeightProduct product) {
   if (out <= 0 || in <= 0) return nullptr;
   constexpr int NR = Blocking<float>::NR;
+  const WeightOperand w = weight_operand(W, out, in, product);
   auto p = std::make_shared<PackedWeight>();
   p->source = W;
   p->out = out;
   p->in = in;
+  p->product = product;
   size_t size = 0;
-  for_each_b_block<float>(out, in, [&](int, int nc, int, int kc) { size += size_t(kc) * size_t(round_up(nc, NR)); });
+  for_each_b_block<float>(w.N, w.K, [&](int, int nc, int, int kc) { size += size_t(kc) * size_t(round_up(nc, NR)); });
   p->panels.resize(size);
   float* dst = p->panels.data();
-  const Operand<float> B{W, in, true};  // B = Wᵀ (in, out)
-  for_each_b_block<float>(out, in, [&](int jc, int nc, int pc, int kc) {
-    pack_b(dst, Operand<float>{B.at(pc, jc), B.ld, B.trans}, kc, nc);
+  for_each_b_block<float>(w.N, w.K, [&](int jc, int nc, int pc, int kc) {
+    pack_b(dst, Operand<float>{w.b.at(pc, jc), w.b.ld, w.b.trans, w.b.abs}, kc, nc);
     dst += size_t(kc) * size_t(round_up(nc, NR));
   });
   return p;
 }
 
-void gemm_nt(float* C, const float* A, const float* W, const PackedWeight* packed, int M, int N, int K, int lda,
-             int ldc, float alpha, float beta) {
-  const bool usable = packed && packed->source == W && packed->out == N && packed->in == K;
+void gemm_weight(float* C, const float* A, const float* W, int out, int in, WeightProduct product,
+                 const WeightPacks* packs, int M, int lda, int ldc, float alpha, float beta) {
+  const WeightOperand w = weight_operand(W, out, in, product);
+  const Operand<float> a{A, lda, false};
+  const PackedWeight* packed = packs ? packs->get(product) : nullptr;
+  const bool usable = packed && packed->source == W && packed->out == out && packed->in == in &&
+                      packed->product == product;
   // A product the pool would split over its columns keeps to the unpacked path (the packed blocks
   // are laid out for the whole width); the layers split their rows before they get here.
-  if (!usable || split_parts<float>(M, N, K) > 1) {
-    gemm_nt(C, A, W, M, N, K, lda, K, ldc, alpha, beta);
+  if (!usable || split_parts<float>(M, w.N, w.K) > 1) {
+    gemm_split(C, a, w.b, M, w.N, w.K, ldc, alpha, beta);
     return;
   }
-  gemm(C, Operand<float>{A, lda, false}, Operand<float>{W, K, true}, M, N, K, ldc, alpha, beta, packed->panels.data());
+  gemm(C, a, w.b, M, w.N, w.K, ldc, alpha, beta, packed->panels.data());
 }
 
 void gemm_nn(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
@@ -540,11 +557,16 @@ void gemm_nn_abs(float* C, const float* A, const float* B, int M, int N, int K, 
 
 // Eigen packs its operands as it goes and its products are faster than a pre-packed wasm kernel
 // would be: nothing to keep.
-std::shared_ptr<const PackedWeight> pack_weight_nt(const float*, int, int) { return nullptr; }
+std::shared_ptr<const PackedWeight> pack_weight(const float*, int, int, WeightProduct) { return nullptr; }
 
-void gemm_nt(float* C, const float* A, const float* W, const PackedWeight*, int M, int N, int K, int lda, int ldc,
-             float alpha, float beta) {
-  nt(C, A, W, M, N, K, lda, K, ldc, alpha, beta);
+void gemm_weight(float* C, const float* A, const float* W, int out, int in, WeightProduct product,
+                 const WeightPacks*, int M, int lda, int ldc, float alpha, float beta) {
+  switch (product) {
+    case WeightProduct::times_wt: return gemm_nt(C, A, W, M, out, in, lda, in, ldc, alpha, beta);
+    case WeightProduct::times_abs_wt: return gemm_nt_abs(C, A, W, M, out, in, lda, in, ldc, alpha, beta);
+    case WeightProduct::times_w: return gemm_nn(C, A, W, M, in, out, lda, in, ldc, alpha, beta);
+    case WeightProduct::times_abs_w: return gemm_nn_abs(C, A, W, M, in, out, lda, in, ldc, alpha, beta);
+  }
 }
 
 void gemm_nt_abs(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
@@ -557,3 +579,17 @@ void gemm_nt_abs(float* C, const float* A, const float* B, int M, int N, int K, 
 }  // namespace vitlens
 
 #endif
+
+namespace vitlens {
+
+const PackedWeight* WeightPacks::get(WeightProduct p) const {
+  switch (p) {
+    case WeightProduct::times_wt: return times_wt.get();
+    case WeightProduct::times_abs_wt: return times_abs_wt.get();
+    case WeightProduct::times_w: return times_w.get();
+    case WeightProduct::times_abs_w: return times_abs_w.get();
+  }
+  return nullptr;
+}
+
+}  // namespace vitlens

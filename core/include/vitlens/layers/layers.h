@@ -24,14 +24,16 @@ using MatT = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <typename T>
 using VecT = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 
-// y = x·Wᵀ + b.  x (n, in), W (out, in), b (out) → y (n, out); W read from `packed` when that holds
-// it (pack_weights, model.h; gemm.h)
-void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b, const PackedWeight* packed = nullptr);
-// The same in double from the float weights (cast exactly; the products run in double, gemm.h);
-// `packed` is not used (it holds float panels).
-void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, const PackedWeight* packed = nullptr);
+// y = x·Wᵀ + b.  x (n, in), W (out, in), b (out) → y (n, out). In these and the relevance rules,
+// `packs` holds W's packings (pack_weights, model.h; gemm.h) or is null: the products read W
+// from there when they can, with the same results.
+void linear_forward(Mat& y, const Mat& x, const Mat& W, const Vec& b, const WeightPacks* packs = nullptr);
+// The same in double from the float weights (widened exactly as the product packs them, gemm.h);
+// the packings (float panels) are not used.
+void linear_forward(MatD& y, const MatD& x, const Mat& W, const Vec& b, const WeightPacks* packs = nullptr);
 // dx = dy·W; dW += dyᵀ·x; db += Σ_rows dy  (x is read only for dW)
-void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W);
+void linear_backward(Mat* dx, Mat* dW, Vec* db, const Mat& dy, const Mat& x, const Mat& W,
+                     const WeightPacks* packs = nullptr);
 
 // y = (x − μ)·rstd ⊙ γ + β per row; records μ and rstd = 1/√(var + eps).
 void layernorm_forward(Mat& y, Vec& mean, Vec& rstd, const Mat& x, const Vec& w, const Vec& b,
@@ -171,7 +173,7 @@ enum class LinearRule {
 // R_in (n, in) from R (n, out); x the layer input, y = x·Wᵀ + b its output (both from the double
 // forward).
 void linear_relevance(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W,
-                      const Vec& b, LinearRule rule, LrpScratch& s);
+                      const Vec& b, LinearRule rule, LrpScratch& s, const WeightPacks* packs = nullptr);
 
 enum class LayerNormRule {
   identity,          // Chefer 2021: relevance passes unchanged

@@ -29,8 +29,8 @@ struct BlockParams {
   Mat fc2_w;             // (d, mlp)     blocks.N.mlp.fc2.weight
   Vec fc2_b;             // (d)
   Vec ls1, ls2;          // (d)          blocks.N.ls1.gamma, ls2.gamma; empty without LayerScale
-  // qkv_w, proj_w, fc1_w, fc2_w packed for the forward's x·Wᵀ by pack_weights (wasm), else null
-  std::shared_ptr<const PackedWeight> qkv_packed, proj_packed, fc1_packed, fc2_packed;
+  // qkv_w, proj_w, fc1_w, fc2_w packed for their products by pack_weights (wasm), else null
+  WeightPacks qkv_packs, proj_packs, fc1_packs, fc2_packs;
 };
 
 // Tensors a variant does not have are empty (Config says which are present).
@@ -49,7 +49,7 @@ struct Params {
   Vec head_b;     // (classes)
   Mat head_dist_w;  // (classes, d) head_dist.weight (distilled)
   Vec head_dist_b;  // (classes)
-  std::shared_ptr<const PackedWeight> patch_packed;  // patch_w packed by pack_weights (wasm), else null
+  WeightPacks patch_packs;  // patch_w packed for x·Wᵀ and dy·W by pack_weights (wasm), else null
 };
 
 // One parameter tensor seen through its checkpoint name. `quantisable` marks the linear and
@@ -93,12 +93,15 @@ struct Model {
   bool stored_int8 = false;  // weights were dequantised from int8 on load
 };
 
-// Packs the patch embedding's and the blocks' linear weights for the forward pass's products
-// (gemm.h, PackedWeight), when they are at most kPackedWeightsCap values in all: one more copy of
-// those weights (DeiT-tiny 22 MB, ViT-S/16 85 MB; ViT-B/16's 340 MB are not copied) for a forward
-// pass 3–12 % faster in wasm (gemm.h). Natively a no-op (nothing to pack: Eigen). Call once the params are
-// final (the wasm bindings do, on the Model they then hold const): a packed weight is used only
-// while it was packed from the same buffer, but an edit in place after packing is not seen.
+// Packs the patch embedding's and the blocks' linear weights for the products that read them
+// (gemm.h, PackedWeight): the forward pass's x·Wᵀ when the weights are at most kPackedWeightsCap
+// values in all (one more copy of them: DeiT-tiny 22 MB, ViT-S/16 85 MB; ViT-B/16's 340 MB are not
+// copied; a forward pass 3–12 % faster in wasm), and the backward pass's dy·W and the relevance
+// rules' |x|·|W|ᵀ, S·W and S·|W| too when all four copies fit under it (DeiT-tiny 88 MB; in wasm
+// the LRP methods 2–3 % faster on one thread and 3–6 % on two, docs/performance.md 2026-11-29).
+// Natively a no-op (nothing to pack: Eigen). Call once the params are final (the wasm bindings do,
+// on the Model they then hold const): a packed weight is used only while it was packed from the
+// same buffer, but an edit in place after packing is not seen.
 constexpr size_t kPackedWeightsCap = size_t(32) << 20;
 void pack_weights(Model& m);
 

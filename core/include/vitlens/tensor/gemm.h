@@ -52,25 +52,6 @@ void gemm_tn(double* C, const double* A, const double* B, int M, int N, int K, i
 void gemm_nt(double* C, const double* A, const float* B, int M, int N, int K, int lda, int ldb,
              int ldc, double alpha, double beta);
 
-// A weight W (out, in), row-major, packed once for the products x·Wᵀ (the Linear layers' forward
-// in float), so that a forward pass does not re-pack every weight it reads (wasm: a forward pass
-// 3–7 % faster on DeiT-tiny, 6–12 % on the shipped model; docs/performance.md, 2026-11-29). The
-// panels are those the product would pack itself, in the order it reads them, so the results are
-// bit-identical with and without.
-// Natively pack_weight_nt returns nullptr (Eigen packs as it goes).
-struct PackedWeight {
-  const float* source = nullptr;  // the W it was packed from
-  int out = 0, in = 0;
-  std::vector<float> panels;      // wasm: (Σ over blocks of kc · ⌈nc/8⌉·8) values
-};
-std::shared_ptr<const PackedWeight> pack_weight_nt(const float* W, int out, int in);
-
-// C = alpha·A·Wᵀ + beta·C with W (N, K), rows contiguous (ldb = K), read from `packed` when it was
-// packed from this W with these dimensions; otherwise (nullptr, another W) as gemm_nt. A packed
-// weight is only as current as its source: pack again after editing W in place.
-void gemm_nt(float* C, const float* A, const float* W, const PackedWeight* packed, int M, int N, int K, int lda,
-             int ldc, float alpha, float beta);
-
 // With |B| (element by element) in place of B, taken as B is packed (wasm) or formed first
 // (natively): the LRP-α1β0 products |x|·|W|ᵀ and S·|W| without a copy of |W|.
 // C = alpha·A·|B| + beta·C.    A (M, K) lda, B (K, N) ldb, C (M, N) ldc
@@ -79,5 +60,42 @@ void gemm_nn_abs(float* C, const float* A, const float* B, int M, int N, int K, 
 // C = alpha·A·|B|ᵀ + beta·C.   A (M, K) lda, B (N, K) ldb, C (M, N) ldc
 void gemm_nt_abs(float* C, const float* A, const float* B, int M, int N, int K, int lda, int ldb,
                  int ldc, float alpha, float beta);
+
+// The products that read a weight W (out, in), row-major: A times W, |W| or their transposes.
+enum class WeightProduct {
+  times_wt,      // A·Wᵀ    the Linear layers' forward pass, x·Wᵀ (gemm_nt)
+  times_abs_wt,  // A·|W|ᵀ  the LRP-α1β0 denominator's |x|·|W|ᵀ (gemm_nt_abs)
+  times_w,       // A·W     the backward pass's dy·W, the relevance rules' S·W (gemm_nn)
+  times_abs_w,   // A·|W|   the LRP-α1β0 rule's S·|W| (gemm_nn_abs)
+};
+
+// A weight packed once for one of those products, so that a pass does not re-pack every weight
+// it reads (wasm: the forward pass 3–7 % faster on DeiT-tiny, 6–12 % on the shipped model,
+// docs/performance.md 2026-11-29; without them the backward pass and the relevance rules pack
+// each weight in every call, and on two threads in each thread's rows). The panels are those the
+// product would pack itself, in the order it reads them, so the results are bit-identical with
+// and without. Natively pack_weight returns nullptr (Eigen packs as it goes).
+struct PackedWeight {
+  const float* source = nullptr;  // the W it was packed from
+  int out = 0, in = 0;
+  WeightProduct product = WeightProduct::times_wt;
+  std::vector<float> panels;      // wasm: (Σ over blocks of kc · ⌈nc/8⌉·8) values
+};
+std::shared_ptr<const PackedWeight> pack_weight(const float* W, int out, int in, WeightProduct product);
+
+// One weight's packings, one per product; a null one is packed by the product as it runs.
+struct WeightPacks {
+  std::shared_ptr<const PackedWeight> times_wt, times_abs_wt, times_w, times_abs_w;
+  const PackedWeight* get(WeightProduct p) const;
+};
+
+// C = alpha·A·op(W) + beta·C for the weight W (out, in), rows contiguous:
+//   times_wt, times_abs_wt: op(W) = Wᵀ, |W|ᵀ (in, out); A (M, in) lda, C (M, out) ldc;
+//   times_w, times_abs_w:   op(W) = W, |W| (out, in);   A (M, out) lda, C (M, in) ldc.
+// W is read from its packing in `packs` (which may be null) when that was packed from this W with
+// these dimensions; otherwise the product packs W itself (gemm_nt, gemm_nt_abs, gemm_nn,
+// gemm_nn_abs). A packing is only as current as its source: pack again after editing W in place.
+void gemm_weight(float* C, const float* A, const float* W, int out, int in, WeightProduct product,
+                 const WeightPacks* packs, int M, int lda, int ldc, float alpha, float beta);
 
 }  // namespace vitlens
