@@ -98,7 +98,8 @@ struct Model {
 // values in all (one more copy of them: DeiT-tiny 22 MB, ViT-S/16 85 MB; ViT-B/16's 340 MB are not
 // copied; a forward pass 3–12 % faster in wasm), and the backward pass's dy·W and the relevance
 // rules' |x|·|W|ᵀ, S·W and S·|W| too when all four copies fit under it (DeiT-tiny 88 MB; in wasm
-// the LRP methods 2–3 % faster on one thread and 3–6 % on two, docs/performance.md 2026-11-29).
+// transformer-attribution and lrp 2–3 % faster on one thread and 3–6 % on two, attnlrp 1–2 %,
+// docs/performance.md 2026-11-29).
 // Natively a no-op (nothing to pack: Eigen). Call once the params are final (the wasm bindings do,
 // on the Model they then hold const): a packed weight is used only while it was packed from the
 // same buffer, but an edit in place after packing is not seen.
