@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "vitlens/tensor/exp.h"
 
@@ -72,4 +73,29 @@ TEST_CASE("exp_nonpositive in double: within 1.1 ulp of a long double exp on [-7
   CHECK(exp_nonpositive(-1e-300) == 1.0);
   CHECK(exp_nonpositive(-5000.0) > 0.0);  // clamped to e⁻⁷⁰⁸: stays normal
   CHECK(std::isnan(exp_nonpositive(std::numeric_limits<double>::quiet_NaN())));
+}
+
+// exp_shifted is exp_nonpositive(in[j] − c) bit for bit (in wasm its lanes go through the SIMD128
+// form): every length up to 4 full vectors plus a tail, in place and not, with the clamp's edges,
+// −∞ and NaN among the values.
+TEMPLATE_TEST_CASE("exp_shifted: exp_nonpositive of each value minus c, the same bits", "[exp]", float, double) {
+  using T = TestType;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> dist(-30.0, 0.0);
+  const T special[] = {T(0), T(-87), T(-87.5), T(-708), T(-709), T(-1e6), -std::numeric_limits<T>::infinity(),
+                       std::numeric_limits<T>::quiet_NaN(), T(-1e-30)};
+  const auto same = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0 || (std::isnan(a) && std::isnan(b)); };
+  for (int n = 0; n <= 19; ++n) {
+    std::vector<T> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+    for (int j = 0; j < n; ++j) in[size_t(j)] = j % 3 == 2 ? special[size_t(j / 3) % 9] : T(dist(rng));
+    const T c = n % 2 ? T(0) : T(0.25);  // every value ≤ c
+    exp_shifted(out.data(), in.data(), c, n);
+    for (int j = 0; j < n; ++j) {
+      INFO("n = " << n << ", j = " << j << ", x = " << in[size_t(j)]);
+      CHECK(same(out[size_t(j)], exp_nonpositive(T(in[size_t(j)] - c))));
+    }
+    std::vector<T> inplace(in.begin(), in.begin() + n);
+    exp_shifted(inplace.data(), inplace.data(), c, n);
+    for (int j = 0; j < n; ++j) CHECK(same(inplace[size_t(j)], out[size_t(j)]));
+  }
 }

