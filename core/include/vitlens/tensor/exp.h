@@ -117,21 +117,17 @@ inline v128_t exp_nonpositive_f64x2(v128_t x) {
 #endif
 
 // out[j] = e^(in[j] − c) for j < n, c ≥ every in[j] (a softmax row's numerators; out may be in):
-// exactly exp_nonpositive(in[j] − c), four or two lanes at a time in wasm.
-inline void exp_shifted(float* out, const float* in, float c, int n) {
+// exactly exp_nonpositive(in[j] − c), T float or double, four or two lanes at a time in wasm.
+template <typename T>
+inline void exp_shifted(T* out, const T* in, T c, int n) {
   int j = 0;
 #if defined(__wasm_simd128__)
-  const v128_t vc = wasm_f32x4_splat(c);
-  for (; j + 4 <= n; j += 4) wasm_v128_store(out + j, exp_nonpositive_f32x4(wasm_f32x4_sub(wasm_v128_load(in + j), vc)));
-#endif
-  for (; j < n; ++j) out[j] = exp_nonpositive(in[j] - c);
-}
-
-inline void exp_shifted(double* out, const double* in, double c, int n) {
-  int j = 0;
-#if defined(__wasm_simd128__)
-  const v128_t vc = wasm_f64x2_splat(c);
-  for (; j + 2 <= n; j += 2) wasm_v128_store(out + j, exp_nonpositive_f64x2(wasm_f64x2_sub(wasm_v128_load(in + j), vc)));
+  constexpr bool f32 = sizeof(T) == sizeof(float);
+  const v128_t vc = f32 ? wasm_f32x4_splat(float(c)) : wasm_f64x2_splat(double(c));
+  for (; j + int(16 / sizeof(T)) <= n; j += int(16 / sizeof(T))) {
+    const v128_t x = wasm_v128_load(in + j);
+    wasm_v128_store(out + j, f32 ? exp_nonpositive_f32x4(wasm_f32x4_sub(x, vc)) : exp_nonpositive_f64x2(wasm_f64x2_sub(x, vc)));
+  }
 #endif
   for (; j < n; ++j) out[j] = exp_nonpositive(in[j] - c);
 }
