@@ -87,7 +87,8 @@ TEMPLATE_TEST_CASE("exp_shifted: exp_nonpositive of each value minus c, the same
   const auto same = [](T a, T b) { return std::memcmp(&a, &b, sizeof(T)) == 0 || (std::isnan(a) && std::isnan(b)); };
   for (int n = 0; n <= 19; ++n) {
     std::vector<T> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
-    for (int j = 0; j < n; ++j) in[size_t(j)] = j % 3 == 2 ? special[size_t(j / 3) % 9] : T(dist(rng));
+    // Every third value a special one, which one shifting with n so that all nine occur.
+    for (int j = 0; j < n; ++j) in[size_t(j)] = j % 3 == 2 ? special[size_t(n + j) % 9] : T(dist(rng));
     const T c = n % 2 ? T(0) : T(0.25);  // every value ≤ c
     exp_shifted(out.data(), in.data(), c, n);
     for (int j = 0; j < n; ++j) {
