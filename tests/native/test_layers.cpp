@@ -1,8 +1,14 @@
-// test_layers.cpp — each layer's backward pass against central differences.
+// test_layers.cpp — each layer's backward pass against central differences, and the GELU's values
+// against the expressions that define them.
 #include <catch2/catch.hpp>
 
+#include <cstring>
+#include <random>
+
 #include "helpers.h"
-#include "vitlens/layers/layers.h"
+#include "vitlens/layers/layers.h"  // before Eigen's own headers: vitlens/tensor.h configures Eigen for wasm
+#include "vitlens/tensor/exp.h"
+#include <unsupported/Eigen/SpecialFunctions>
 
 using namespace vitlens;
 using vitlens::test::check_directional;
@@ -88,6 +94,52 @@ TEST_CASE("GELU is the exact erf GELU and its backward matches central differenc
     worst = std::max(worst, std::fabs(double(g.data()[i]) - ref) / std::max(1.0, std::fabs(ref)));
   }
   CHECK(worst < 2e-6);
+}
+
+TEST_CASE("GELU forward and backward: the values of Eigen's erf expressions, bit for bit", "[layers][gelu]") {
+  // The definitions the layers compute: ½x·(1 + erf(x/√2)) with Eigen's vectorised float erf, and
+  // dy·(Φ(x) + x·φ(x)) with Φ from the same erf and φ from exp_nonpositive (activation.cpp). In
+  // wasm the layer runs them in its own SIMD128 loops (eight values an iteration, then the
+  // scalar rest): every length 0–19 (loop bodies and tails) and a long one, values on both sides
+  // of erf's clamp at ±4, zeros, tiny and huge values; in place too. Compared with the bits of
+  // the same expressions evaluated element by element here (one 1×1 array each).
+  const float kInvSqrt2 = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
+  auto gelu_ref = [&](float v) {
+    Eigen::Array<float, 1, 1> a = Eigen::Array<float, 1, 1>::Constant(v), y;
+    y = 0.5f * a * (1.0f + (a * kInvSqrt2).erf());
+    return y(0, 0);
+  };
+  auto grad_ref = [&](float d, float v) {
+    Eigen::Array<float, 1, 1> a = Eigen::Array<float, 1, 1>::Constant(v), phi;
+    phi = 0.5f * (1.0f + (a * kInvSqrt2).erf());
+    return d * (phi(0, 0) + v * kInvSqrt2Pi * exp_nonpositive(-0.5f * v * v));
+  };
+  const float special[] = {0.0f, -0.0f, 4.0f, -4.0f, 3.9999998f, -4.0000005f, 1e-30f, -1e-30f, 1e30f, -1e30f, 9.0f, -9.0f};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-6.0f, 6.0f);
+  auto same = [](float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  for (int n : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 1037}) {
+    Mat x(1, n), dy(1, n), y, g;
+    for (int j = 0; j < n; ++j) {
+      x(0, j) = j % 3 == 1 ? special[size_t(n + j) % 12] : u(rng);
+      dy(0, j) = 0.5f + u(rng);
+    }
+    gelu_forward(y, x);
+    gelu_backward(g, dy, x);
+    int forward_diff = 0, backward_diff = 0;
+    for (int j = 0; j < n; ++j) {
+      forward_diff += !same(y(0, j), gelu_ref(x(0, j)));
+      backward_diff += !same(g(0, j), grad_ref(dy(0, j), x(0, j)));
+    }
+    Mat in_place = x;
+    gelu_forward(in_place, in_place);
+    int in_place_diff = 0;
+    for (int j = 0; j < n; ++j) in_place_diff += !same(in_place(0, j), y(0, j));
+    INFO("n = " << n);
+    CHECK(forward_diff == 0);
+    CHECK(backward_diff == 0);
+    CHECK(in_place_diff == 0);
+  }
 }
 
 TEST_CASE("softmax rows sum to one and backward matches central differences", "[layers]") {
