@@ -30,14 +30,16 @@
 // pmax, min(a, b) = b < a ? b : a, NaN included — where the translated _mm_min_ps /
 // _mm_max_ps are a compare and a bitselect each. Same operations in the same order, so the same
 // bits as Eigen's own `.erf()` (tests/native/test_layers.cpp, "[gelu]", runs in both wasm builds).
-namespace vitlens::detail {
+namespace vitlens {
+namespace {
 struct F32x4 {
   v128_t v;
 };
-}  // namespace vitlens::detail
+}  // namespace
+}  // namespace vitlens
 
 namespace Eigen::internal {
-using vitlens::detail::F32x4;
+using vitlens::F32x4;
 template <>
 struct unpacket_traits<F32x4> {
   typedef float type;
@@ -45,7 +47,6 @@ struct unpacket_traits<F32x4> {
   enum { size = 4, alignment = Aligned16, vectorizable = true, masked_load_available = false, masked_store_available = false };
 };
 template <> EIGEN_STRONG_INLINE F32x4 pset1<F32x4>(const float& a) { return {wasm_f32x4_splat(a)}; }
-template <> EIGEN_STRONG_INLINE F32x4 padd<F32x4>(const F32x4& a, const F32x4& b) { return {wasm_f32x4_add(a.v, b.v)}; }
 template <> EIGEN_STRONG_INLINE F32x4 pmul<F32x4>(const F32x4& a, const F32x4& b) { return {wasm_f32x4_mul(a.v, b.v)}; }
 template <> EIGEN_STRONG_INLINE F32x4 pdiv<F32x4>(const F32x4& a, const F32x4& b) { return {wasm_f32x4_div(a.v, b.v)}; }
 template <>
@@ -160,17 +161,29 @@ float activation_grad(float x, Activation a) {
 // more than it saves (the shipped model's 65 × 256).
 namespace {
 int activation_grain(const Mat& x) { return std::max<int>(16, int(32768 / std::max<Eigen::Index>(x.cols(), 1))); }
+
+using Values = Eigen::Array<float, 1, Eigen::Dynamic>;  // contiguous values seen as an array
+
+// g[i] = dy[i]·(Φ(x) + x·φ(x)) over contiguous values: Φ = ½(1 + erf(x/√2)) with Eigen's vectorised
+// erf, then φ(x) = e^(−x²/2)/√(2π) with exp_nonpositive in a plain loop (vectorised; in wasm
+// faster than Eigen's exp, see exp.h). g may not be dy or x.
+void gelu_grad_eigen(float* g, const float* dy, const float* x, Eigen::Index count) {
+  Eigen::Map<Values>(g, count) = 0.5f * (1.0f + (Eigen::Map<const Values>(x, count) * float(kInvSqrt2)).erf());
+  for (Eigen::Index i = 0; i < count; ++i)
+    g[i] = dy[i] * (g[i] + x[i] * float(kInvSqrt2Pi) * exp_nonpositive(-0.5f * x[i] * x[i]));
+}
+
 }  // namespace
 
 #if defined(__wasm_simd128__)
 namespace {
 
-v128_t erf_f32x4(v128_t x) { return Eigen::internal::generic_fast_erf_float(detail::F32x4{x}).v; }
+v128_t erf_f32x4(v128_t x) { return Eigen::internal::generic_fast_erf_float(F32x4{x}).v; }
 
 // The exact GELU's forward and backward over contiguous values, eight an iteration (two
 // independent erf chains: V8 does not overlap a loop's iterations as well), in the operations
-// and order of the Eigen expressions of act_value / activation_backward, so with their bits;
-// the last count % 8 values through those scalar expressions. Measured on the GELU alone (node
+// and order of the Eigen expressions of act_value / gelu_grad_eigen, so with their bits; the
+// last count % 8 values through those expressions themselves. Measured on the GELU alone (node
 // 20, Zen 3, 197 × 768 values): 2.0 ns a value in the Eigen expression's loop, 1.55 with Eigen's
 // packet erf in this loop, 1.3 with pmin / pmax as well; a new input's forward pass 0.96× (the
 // shipped model) and 0.94–0.95× (DeiT-tiny), docs/performance.md (2026-11-29, 19:00).
@@ -186,10 +199,10 @@ void gelu_values(float* y, const float* x, Eigen::Index count) {
     wasm_v128_store(y + i, gelu4(v0));
     wasm_v128_store(y + i + 4, gelu4(v1));
   }
-  for (; i < count; ++i) y[i] = 0.5f * x[i] * (1.0f + Eigen::numext::erf(x[i] * float(kInvSqrt2)));
+  act_value(Eigen::Map<Values>(y + i, count - i), Eigen::Map<const Values>(x + i, count - i), Activation::gelu);
 }
 
-// g[i] = dy[i]·(Φ(x) + x·φ(x)), Φ(x) = ½(1 + erf(x/√2)), φ(x) = e^(−x²/2)/√(2π) (exp_nonpositive).
+// gelu_grad_eigen's g[i] = dy[i]·(Φ(x) + x·φ(x)).
 void gelu_grad_values(float* g, const float* dy, const float* x, Eigen::Index count) {
   const v128_t c = wasm_f32x4_splat(float(kInvSqrt2)), half = wasm_f32x4_splat(0.5f), one = wasm_f32x4_splat(1.0f);
   const v128_t minus_half = wasm_f32x4_splat(-0.5f), k = wasm_f32x4_splat(float(kInvSqrt2Pi));
@@ -205,10 +218,7 @@ void gelu_grad_values(float* g, const float* dy, const float* x, Eigen::Index co
     wasm_v128_store(g + i, grad4(d0, v0));
     wasm_v128_store(g + i + 4, grad4(d1, v1));
   }
-  for (; i < count; ++i) {
-    const float phi = 0.5f * (1.0f + Eigen::numext::erf(x[i] * float(kInvSqrt2)));
-    g[i] = dy[i] * (phi + x[i] * float(kInvSqrt2Pi) * exp_nonpositive(-0.5f * x[i] * x[i]));
-  }
+  gelu_grad_eigen(g + i, dy + i, x + i, count - i);
 }
 
 }  // namespace
@@ -237,19 +247,13 @@ void activation_backward(Mat& dx, const Mat& dy, const Mat& x, Activation a) {
                x.middleRows(begin, end - begin).array(), a);
       return;
     }
-    // gelu′ = Φ(x) + x·φ(x): Φ with Eigen's vectorised erf, then e^(−x²/2) ≤ 1 with
-    // exp_nonpositive in a plain loop over the rows' contiguous storage (vectorised; in wasm
-    // faster than Eigen's exp, see exp.h). In wasm both in one SIMD128 loop, the same bits.
+    // gelu′ = Φ(x) + x·φ(x) over the rows' contiguous storage; in wasm in one SIMD128 loop, the
+    // same bits.
     const Eigen::Index off = Eigen::Index(begin) * x.cols(), count = Eigen::Index(end - begin) * x.cols();
-    float* g = dx.data() + off;
-    const float* xs = x.data() + off;
-    const float* ds = dy.data() + off;
 #if defined(__wasm_simd128__)
-    gelu_grad_values(g, ds, xs, count);
+    gelu_grad_values(dx.data() + off, dy.data() + off, x.data() + off, count);
 #else
-    dx.middleRows(begin, end - begin).array() = 0.5f * (1.0f + (x.middleRows(begin, end - begin).array() * float(kInvSqrt2)).erf());
-    for (Eigen::Index i = 0; i < count; ++i)
-      g[i] = ds[i] * (g[i] + xs[i] * float(kInvSqrt2Pi) * exp_nonpositive(-0.5f * xs[i] * xs[i]));
+    gelu_grad_eigen(dx.data() + off, dy.data() + off, x.data() + off, count);
 #endif
   });
 }
