@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
@@ -264,16 +265,21 @@ MethodOptions options_from_js(const val& o, const Config& c, Image& baseline) {
   return opt;
 }
 
+// The conservation report's layers as JS objects (objects.js makes them from two values: one
+// string and one Float64Array).
 val report_to_js(const ConservationReport& r) {
-  val layers = val::array();
+  std::string names;
+  std::vector<double> sums;  // (layers, 2) relevance out, relevance in
+  sums.reserve(2 * r.layers.size());
   for (const LayerRelevance& l : r.layers) {
-    val o = val::object();
-    o.set("layer", l.layer);
-    o.set("relevanceOut", l.relevance_out);
-    o.set("relevanceIn", l.relevance_in);
-    layers.call<void>("push", o);
+    assert(l.layer.find('\n') == std::string::npos);
+    if (!sums.empty()) names += '\n';
+    names += l.layer;
+    sums.push_back(l.relevance_out);
+    sums.push_back(l.relevance_in);
   }
-  return layers;
+  const val sums_js = val::global("Float64Array").new_(emscripten::typed_memory_view(sums.size(), sums.data()));
+  return val::module_property("layerRelevanceObjects")(val(names), sums_js);
 }
 
 // One output of the method's table (OutputSpec) as JS, set on `o` under its JS key; nothing when
