@@ -86,18 +86,12 @@ void attn_gradcam(Explanation& out, const Model& m, ExplainState& st, const Meth
 // map = R[0, 1:], i.e. row 0 of (I + Ā_L)·…·(I + Ā_1).
 void grad_rollout(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   const Grads& g = target_grads(m, st, out.target);
-  const int n = m.config.tokens();
   std::vector<MatD> steps(st.trace.blocks.size());  // (L) × (n, n)
   for (size_t b = 0; b < steps.size(); ++b) {
-    const std::vector<Mat>& A = st.trace.blocks[b].attn;
-    MatD bar = MatD::Zero(n, n);
-    if (opt.want_intermediates) out.blocks[b].product_heads.clear();
-    for (size_t h = 0; h < A.size(); ++h) {
-      const MatD term = (g.blocks[b].attn[h].cast<double>().cwiseProduct(A[h].cast<double>())).cwiseMax(0.0);  // (∇A_h ⊙ A_h)⁺
-      bar += term;
-      if (opt.want_intermediates) out.blocks[b].product_heads.push_back(term.cast<float>());
-    }
-    steps[b] = bar / double(A.size()) + MatD::Identity(n, n);
+    // Ā_b = E_h[(∇A_h ⊙ A_h)⁺]
+    steps[b] = positive_head_mean(st.trace.blocks[b].attn, &g.blocks[b].attn,
+                                  opt.want_intermediates ? &out.blocks[b].product_heads : nullptr);
+    steps[b].diagonal().array() += 1.0;
   }
   const Eigen::RowVectorXd row = rollout_row(steps, 0, m.config, opt.want_intermediates ? &out.blocks : nullptr);
   out.token_map = grid_from_row(row, m.config);

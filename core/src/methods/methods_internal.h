@@ -40,6 +40,12 @@ Eigen::RowVectorXd query_row(const Config& c);
 // E_h[f(h)] of H (n, n) matrices in double.
 MatD head_mean(const std::vector<Mat>& mats);
 
+// E_h[(W_h ⊙ X_h)⁺] of H (n, n) matrices in double (W_h = (*w)[h]; without w, E_h[(X_h)⁺]); each
+// head's term (W_h ⊙ X_h)⁺ also goes to `terms` when it is given. grad-rollout's Ā (W = ∇A, X = A)
+// and transformer-attribution's (W = ∇A or A, X = R_A). X = Mat or MatD.
+template <typename X>
+MatD positive_head_mean(const std::vector<X>& x, const std::vector<Mat>* w, std::vector<Mat>* terms);
+
 // Fills out.blocks (when asked) with E_h[A_b] for every block and, if `g`, E_h[∇A_b].
 void add_attention_intermediates(Explanation& out, const Trace& tr, const Grads* g);
 

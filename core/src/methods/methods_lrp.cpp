@@ -25,20 +25,6 @@ const TraceD& trace_d(const Model& m, ExplainState& st, LrpPrecision precision) 
   return st.trace_d;
 }
 
-// Ā = E_h[(W_h ⊙ R_{A,h})⁺] of one block, W_h = weight[h] (∇A or A), or E_h[(R_{A,h})⁺] without;
-// each head's term (W_h ⊙ R_{A,h})⁺ is also stored in `heads` (H × (n, n)) when it is given.
-MatD relevance_bar(const std::vector<MatD>& r_attn, const std::vector<Mat>* weight, std::vector<Mat>* heads) {
-  MatD bar = MatD::Zero(r_attn[0].rows(), r_attn[0].cols());  // (n, n)
-  if (heads) heads->clear();
-  for (size_t h = 0; h < r_attn.size(); ++h) {
-    const MatD term = weight ? MatD((*weight)[h].cast<double>().cwiseProduct(r_attn[h]).cwiseMax(0.0))
-                             : MatD(r_attn[h].cwiseMax(0.0));  // (n, n)
-    bar += term;
-    if (heads) heads->push_back(term.cast<float>());
-  }
-  return bar / double(r_attn.size());
-}
-
 void add_relevance_intermediates(Explanation& out, const RelevancePass& pass) {
   for (size_t b = 0; b < out.blocks.size(); ++b) {
     const std::vector<MatD>& r = pass.r_attn[b];
@@ -107,14 +93,14 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
   lrp_propagate(pass, m, trace_d(m, st, opt.precision), rules, out.target, lowest, false);
   Eigen::RowVectorXd row = query_row(c);  // (n) qᵀ·C
   if (opt.block >= 0) {
-    MatD bar = relevance_bar(pass.r_attn[size_t(opt.block)], weights(opt.block), heads(opt.block));
+    MatD bar = positive_head_mean(pass.r_attn[size_t(opt.block)], weights(opt.block), heads(opt.block));
     bar.diagonal().array() += 1.0;  // qᵀ(I + Ā_b): for the CLS query, Ā_b[0, 1:]
     row = row * bar;
     if (opt.want_intermediates) out.blocks[size_t(opt.block)].step = out.blocks[size_t(opt.block)].accumulated = bar.cast<float>();
   } else {
     std::vector<MatD> steps(size_t(c.depth));  // (L) × (n, n) I + Ā_b
     for (int b = lowest; b < c.depth; ++b) {
-      steps[size_t(b)] = relevance_bar(pass.r_attn[size_t(b)], weights(b), heads(b));
+      steps[size_t(b)] = positive_head_mean(pass.r_attn[size_t(b)], weights(b), heads(b));
       steps[size_t(b)].diagonal().array() += 1.0;
     }
     row = rollout_row(steps, lowest, c, opt.want_intermediates ? &out.blocks : nullptr);
@@ -132,7 +118,7 @@ void partial_lrp(Explanation& out, const Model& m, ExplainState& st, const Metho
   LrpRules rules;
   RelevancePass& pass = chefer_pass(st, opt, rules);
   lrp_propagate(pass, m, trace_d(m, st, opt.precision), rules, out.target, c.depth - 1, false);
-  out.token_map = grid_from_row(query_row(c) * relevance_bar(pass.r_attn.back(), nullptr, nullptr), c);
+  out.token_map = grid_from_row(query_row(c) * positive_head_mean(pass.r_attn.back(), nullptr, nullptr), c);
   out.conservation = pass.report;
   add_attention_intermediates(out, st.trace, nullptr);
   add_relevance_intermediates(out, pass);
