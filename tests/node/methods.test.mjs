@@ -132,6 +132,19 @@ test('explain(): intermediates, conservation and errors', async () => {
     }
     assert.ok(Math.abs(ex.relevanceSums.tokens - 1) < 1e-6);
     assert.equal(ex.conservation[0].layer, 'head');
+    // The report's layers (made in objects.js from one string and one Float64Array): plain
+    // objects, the names in propagation order from the head down, the first layer's sum out the
+    // seed's, and fc2's sum in the activation's sum out (the two share an end).
+    for (const l of ex.conservation) {
+      assert.deepEqual(Object.keys(l), ['layer', 'relevanceOut', 'relevanceIn']);
+      assert.equal(typeof l.layer, 'string');
+      assert.ok(l.layer.length > 0 && !l.layer.includes('\n'));
+      assert.ok(Number.isFinite(l.relevanceOut) && Number.isFinite(l.relevanceIn));
+    }
+    assert.equal(ex.conservation[0].relevanceOut, ex.relevanceSums.seed);
+    assert.deepEqual(ex.conservation.slice(1, 5).map((l) => l.layer), ['pool', 'norm', 'blocks.2.add2', 'blocks.2.mlp.fc2']);
+    const fc2 = ex.conservation.findIndex((l) => l.layer === 'blocks.1.mlp.fc2');
+    assert.equal(ex.conservation[fc2 + 1].relevanceOut, ex.conservation[fc2].relevanceIn);
     assert.equal(x.explain('rollout', {}).conservation.length, 0);
     assert.equal(x.explain('rollout', {}).intermediates, undefined);
     assert.throws(() => x.explain('nope', {}), /^Error: bad_argument: unknown method 'nope'/);
