@@ -22,7 +22,7 @@ int cmd_predict(int argc, char** argv) {
   const int k = args.get_int("top", 5);
   if (k < 1) throw Error(ErrorCode::bad_argument, "--top must be at least 1");
   Trace tr;
-  vit_forward(tr, m, x);
+  vit_logits(tr, m, x);
   const std::vector<Prediction> top = top_k(m.config, tr.logits, k);
   if (args.has("json")) {
     nlohmann::json out = nlohmann::json::array();

@@ -117,6 +117,32 @@ TEST_CASE("map_faithfulness is the composition of the metric functions", "[metri
   check_curve(got.black_curves[0], black[0], c, 1);
 }
 
+TEST_CASE("the perturbation and ROAD steps' logits are a full forward pass's of each perturbed input", "[metrics][map_faithfulness]") {
+  // Their forward passes form the last block for the head's rows only (vit_logits); the other
+  // rows never reach the logits, so each step's logits are those of the whole pass.
+  const Fixture f;
+  for (int road = 0; road < 2; ++road)
+    for (int d = 0; d < 2; ++d) {
+      INFO((road ? "ROAD" : "black") << ", order " << d);
+      std::vector<Image> steps;
+      const PerturbationStepFn keep = [&](int, const Image& x) { steps.push_back(x); };
+      PerturbationWork w;
+      PerturbationCurve curve;
+      if (road) road_curve(curve, w, f.m, f.x, f.logits, f.map.data(), f.hw, d == 0, RoadOptions{}, keep);
+      else perturbation_curve(curve, w, f.m, f.x, f.logits, f.map.data(), f.hw, d == 0, keep);
+      REQUIRE(steps.size() == size_t(perturbation_steps));
+      CHECK(w.tr.head_rows_only);
+      for (size_t s = 1; s < steps.size(); ++s) {
+        Trace full;
+        vit_forward(full, f.m, steps[s]);
+        REQUIRE(!full.head_rows_only);
+        const std::vector<double> want(full.logits.data(), full.logits.data() + full.logits.size());
+        CHECK(test::rel_max_error(curve.logits[s].data(), want) <= 1e-6);
+        CHECK(arg_max_class(curve.logits[s]) == arg_max_class(full.logits));
+      }
+    }
+}
+
 TEST_CASE("map_faithfulness: hand-worked values", "[metrics][map_faithfulness]") {
   const Fixture f;
   const Config& c = f.m.config;

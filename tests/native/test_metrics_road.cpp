@@ -204,7 +204,7 @@ TEST_CASE("ROAD curve: each step is the imputed copy's forward pass", "[metrics]
       road_impute(x, removed.data(), road_noise_scale(c, 0.01), 9);
       CHECK(x.data == seen[size_t(s)].data);
       Trace t2;
-      vit_forward(t2, m, x);
+      vit_logits(t2, m, x);  // the pass the step runs (a full pass: test_map_faithfulness.cpp)
       CHECK(curve.logits[size_t(s)] == t2.logits);
       // kept pixels unchanged in every channel
       for (int p = 0; p < hw; ++p)

@@ -129,7 +129,7 @@ AttackResult run_attack(const Model& m, const std::vector<Image>& images, const 
   std::vector<Vec> probs(static_cast<size_t>(N));
   Trace tr;
   for (int i = 0; i < N; ++i) {
-    vit_forward(tr, m, images[size_t(i)]);
+    vit_logits(tr, m, images[size_t(i)]);
     pred[size_t(i)] = top_k(c, tr.logits, 1)[0].cls;
     probs[size_t(i)] = output_probs(c, tr.logits);
   }
@@ -144,7 +144,7 @@ AttackResult run_attack(const Model& m, const std::vector<Image>& images, const 
     }
   }
   auto classify = [&](const Image& x, int cls, int& top, double& p) {
-    vit_forward(tr, m, x);
+    vit_logits(tr, m, x);
     top = top_k(c, tr.logits, 1)[0].cls;
     p = double(output_probs(c, tr.logits)[cls]);
   };

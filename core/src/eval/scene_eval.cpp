@@ -95,7 +95,7 @@ SceneEvalReport evaluate_scenes(const Model& m, const FashionMnist& test, const 
     Trace tr;
     for (int i = t; i < n; i += threads) {
       const Scene sc = make_scene(test, opt, seed, uint64_t(i));
-      vit_forward(tr, m, scene_input(sc.pixels, c));
+      vit_logits(tr, m, scene_input(sc.pixels, c));
       const Vec p = output_probs(c, tr.logits);
       for (int k = 0; k < fashion_classes; ++k) {
         r.probs[size_t(i)][size_t(k)] = p[k];

@@ -154,7 +154,7 @@ ImagePruningCurve image_pruning_curve(const Model& m, const Image& x, const std:
   ImagePruningCurve out;
   out.order = order;
   Trace tr;
-  vit_forward(tr, m, x);  // every head on
+  vit_logits(tr, m, x);  // every head on; the last block formed for the head's rows only
   out.original = top_k(c, tr.logits, 1)[0].cls;
   out.target = target >= 0 ? target : out.original;
   auto record = [&](const Vec& logits) {
@@ -166,7 +166,8 @@ ImagePruningCurve image_pruning_curve(const Model& m, const Image& x, const std:
   };
   record(tr.logits);
 
-  // xs[b]: block b's input (n, d) under the heads switched off so far; xs[L]: the last block's output.
+  // xs[b]: block b's input (n, d) under the heads switched off so far; xs[L]: the last block's output
+  // (head_rows(c), d).
   std::vector<Mat> xs(size_t(L) + 1);
   for (int b = 0; b < L; ++b) xs[size_t(b)] = tr.blocks[size_t(b)].x;
   xs[size_t(L)] = tr.x_final;
@@ -182,6 +183,7 @@ ImagePruningCurve image_pruning_curve(const Model& m, const Image& x, const std:
       bt.x = xs[size_t(b)];
       BlockOptionsT<float> o;
       o.head_mask = mask.data() + size_t(b) * size_t(H);
+      if (b == L - 1) o.rows = head_rows(c);  // as vit_logits: only the head's rows reach the logits
       block_forward(xs[size_t(b) + 1], bt, bs, p.blocks[size_t(b)], c, 1, BlockRecord::backward, o);
     }
     head_forward(head, xs[size_t(L)], m);

@@ -48,7 +48,7 @@ void perturbation_curve(PerturbationCurve& out, PerturbationWork& w, const Model
       const size_t p = size_t(order[size_t(removed)]);
       for (int ch = 0; ch < c.channels; ++ch) w.x.data[size_t(ch) * size_t(hw) + p] = fill[size_t(ch)];
     }
-    vit_forward(w.tr, m, w.x);
+    vit_logits(w.tr, m, w.x);
     out.removed[size_t(s)] = k;
     out.logits[size_t(s)] = w.tr.logits;
     if (on_step) on_step(s, w.x);

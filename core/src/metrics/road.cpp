@@ -114,7 +114,7 @@ void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, con
     for (; k_prev < k; ++k_prev) removed[size_t(order[size_t(k_prev)])] = 1;
     w.x = clean;  // the imputation of each step starts from the clean image
     road_impute(w.x, removed.data(), noise, opt.seed);
-    vit_forward(w.tr, m, w.x);
+    vit_logits(w.tr, m, w.x);
     out.removed[size_t(s)] = k;
     out.logits[size_t(s)] = w.tr.logits;
     if (on_step) on_step(s, w.x);

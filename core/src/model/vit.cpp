@@ -145,6 +145,12 @@ void vit_forward(Trace& tr, const Model& m, const Image& x, const ForwardOptions
   head_forward(tr, tr.x_final, m);
 }
 
+void vit_logits(Trace& tr, const Model& m, const Image& x) {
+  ForwardOptions opt;
+  opt.head_rows_only = true;
+  vit_forward(tr, m, x, opt);
+}
+
 void head_forward(HeadTrace& tr, const Mat& x_final, const Model& m) {
   const Config& c = m.config;
   const Params& p = m.params;
