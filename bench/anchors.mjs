@@ -28,7 +28,7 @@
 // /usr/bin/python3 with Debian's python3-torch and python3-onnx, /usr/bin/chromium and
 // playwright-core from tests/browser (npm ci there). The models are written to a temporary
 // directory (--keep DIR: there, and kept).
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -99,11 +99,38 @@ function cpuModel() {
 // Contestants: each has run(n) → n latencies in ms
 // ---------------------------------------------------------------------------------------------
 
+// The OpenBLAS kernels PyTorch's products get. Debian's PyTorch runs its products through the
+// system BLAS (OpenBLAS, libopenblas0-openmp), which picks its kernels by CPU model at load time;
+// on a CPU newer than it knows it falls back to its generic SSE3 ones ("Prescott"): on an Intel
+// Xeon of family 6 model 207 (2026-12-02) a (197, 192)·(192, 768) product ran at 28 GFLOP/s
+// instead of 118 with the AVX-512 ones, which made PyTorch a 3–4× too slow anchor. So: when the
+// probe reports that fallback on a CPU with AVX-512 (AVX2), ask for SkylakeX (Haswell) through
+// OPENBLAS_CORETYPE; a core given by the caller is kept. The core used is printed with the results.
+const GENERIC_BLAS_CORES = ['Prescott', 'Katmai', 'Coppermine', 'Northwood', 'Banias', 'Core2', 'Penryn', 'Dunnington'];
+
+function blasCore(env) {
+  const probe = spawnSync(PYTHON, ['-c', 'import torch; torch.ones(8, 8) @ torch.ones(8, 8)'],
+    { env: { ...env, OPENBLAS_VERBOSE: '2' }, encoding: 'utf8' });
+  return /Core: (\S+)/.exec(`${probe.stdout}${probe.stderr}`)?.[1] ?? 'unknown (no OpenBLAS?)';
+}
+
+export function pythonEnv() {
+  const env = { ...process.env, OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: '1' };
+  if (env.OPENBLAS_CORETYPE) return { env, blas: `${blasCore(env)} (OPENBLAS_CORETYPE given)` };
+  const detected = blasCore(env);
+  if (!GENERIC_BLAS_CORES.includes(detected)) return { env, blas: detected };
+  const flags = fs.readFileSync('/proc/cpuinfo', 'utf8');
+  const wanted = /\bavx512f\b/.test(flags) ? 'SkylakeX' : /\bavx2\b/.test(flags) ? 'Haswell' : null;
+  if (!wanted) return { env, blas: detected };
+  const forced = { ...env, OPENBLAS_CORETYPE: wanted };
+  return { env: forced, blas: `${blasCore(forced)} (OpenBLAS detected ${detected}, its generic fallback for a CPU it does not know)` };
+}
+
 // PyTorch in one long-lived Python process (bench/anchors_torch.py serve), a JSON line per request.
-async function startPython(dir) {
+async function startPython(dir, env) {
   const child = spawn(PYTHON, [path.join(repo, 'bench/anchors_torch.py'), 'serve', dir], {
     stdio: ['pipe', 'pipe', 'inherit'],
-    env: { ...process.env, OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: '1' },
+    env,
   });
   const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const next = async () => {
@@ -253,7 +280,9 @@ async function main() {
   let py = null;
   try {
     log('starting (and warming up) PyTorch …');
-    py = await startPython(dir);
+    const python = pythonEnv();
+    log(`  OpenBLAS core: ${python.blas}`);
+    py = await startPython(dir, python.env);
     log('… onnxruntime-node …');
     const ortNode = await startOrtNode(path.join(dir, 'model.onnx'), x, 1);
     const ortNode2 = await startOrtNode(path.join(dir, 'model.onnx'), x, 2);
@@ -361,7 +390,7 @@ async function main() {
       date: new Date().toISOString().slice(0, 10),
       cpu: cpuModel(),
       load_average: { start: loadStart.map((v) => +v.toFixed(2)), end: os.loadavg().map((v) => +v.toFixed(2)) },
-      versions: { chromium: browser.version(), node: process.versions.node, torch: exported.torch, onnx: exported.onnx_version,
+      versions: { chromium: browser.version(), node: process.versions.node, torch: exported.torch, openblas_core: python.blas, onnx: exported.onnx_version,
         onnxruntime_web: ort1.version, onnxruntime_node: ortNode.version },
       settings: { rounds: o.rounds, iters: o.iters, ta_iters: o.taIters, relaxed_simd_builds: relaxed,
         threads: { [`${mtName}.js`]: vl2.threads, 'ORT-web': ort2.threads } },
@@ -388,7 +417,8 @@ function printTable(out) {
   const m = out.median_ms;
   const row = (a, b, c) => console.log(`| ${a} | ${b} | ${c} |`.replace(/\d+\.\d+/g, (v) => (+v).toFixed(1)));
   console.log(`\n${out.date}, ${out.cpu}; load average ${out.load_average.start.join(' ')} → ${out.load_average.end.join(' ')}`);
-  console.log(`chromium ${out.versions.chromium}, node ${out.versions.node}, torch ${out.versions.torch}, ` +
+  console.log(`chromium ${out.versions.chromium}, node ${out.versions.node}, torch ${out.versions.torch} with ` +
+    `OpenBLAS core ${out.versions.openblas_core}, ` +
     `onnxruntime-web ${out.versions.onnxruntime_web}, onnxruntime-node ${out.versions.onnxruntime_node}; ` +
     `${out.settings.rounds} rounds, medians (ms)\n`);
   console.log('| workload | vitlens | anchor |\n|---|---:|---|');
