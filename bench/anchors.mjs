@@ -87,9 +87,13 @@ export function writeModels(dir) {
   return JSON.parse(out.trim().split('\n').pop());
 }
 
-function cpuModel() {
-  const info = Object.fromEntries(execFileSync('lscpu', { encoding: 'utf8' }).split('\n')
+function lscpu() {
+  return Object.fromEntries(execFileSync('lscpu', { encoding: 'utf8' }).split('\n')
     .map((l) => l.split(/:\s+/)).filter((kv) => kv.length === 2));
+}
+
+function cpuModel() {
+  const info = lscpu();
   const flags = info.Flags ?? '';
   return `${info['Model name']} (family ${info['CPU family']}, model ${info.Model}; ` +
     `${flags.includes('avx512f') ? 'AVX-512' : 'no AVX-512'}), ${os.cpus().length} cores`;
@@ -103,9 +107,10 @@ function cpuModel() {
 // system BLAS (OpenBLAS, libopenblas0-openmp), which picks its kernels by CPU model at load time;
 // on a CPU newer than it knows it falls back to its generic SSE3 ones ("Prescott"): on an Intel
 // Xeon of family 6 model 207 (2026-12-02) a (197, 192)·(192, 768) product ran at 28 GFLOP/s
-// instead of 118 with the AVX-512 ones, which made PyTorch a 3–4× too slow anchor. So: when the
-// probe reports that fallback on a CPU with AVX-512 (AVX2), ask for SkylakeX (Haswell) through
-// OPENBLAS_CORETYPE; a core given by the caller is kept. The core used is printed with the results.
+// instead of 118 with the AVX-512 ones, which made PyTorch's forward pass 2.9× and the original's
+// transformer-attribution steps 2.4× too slow. So: when the probe reports that fallback on a CPU
+// with AVX-512 (AVX2), ask for SkylakeX (Haswell) through OPENBLAS_CORETYPE; a core given by the
+// caller is kept. The core used is printed with the results.
 const GENERIC_BLAS_CORES = ['Prescott', 'Katmai', 'Coppermine', 'Northwood', 'Banias', 'Core2', 'Penryn', 'Dunnington'];
 
 function blasCore(env) {
@@ -114,12 +119,12 @@ function blasCore(env) {
   return /Core: (\S+)/.exec(`${probe.stdout}${probe.stderr}`)?.[1] ?? 'unknown (no OpenBLAS?)';
 }
 
-export function pythonEnv() {
+function pythonEnv() {
   const env = { ...process.env, OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: '1' };
   if (env.OPENBLAS_CORETYPE) return { env, blas: `${blasCore(env)} (OPENBLAS_CORETYPE given)` };
   const detected = blasCore(env);
   if (!GENERIC_BLAS_CORES.includes(detected)) return { env, blas: detected };
-  const flags = fs.readFileSync('/proc/cpuinfo', 'utf8');
+  const flags = lscpu().Flags ?? '';
   const wanted = /\bavx512f\b/.test(flags) ? 'SkylakeX' : /\bavx2\b/.test(flags) ? 'Haswell' : null;
   if (!wanted) return { env, blas: detected };
   const forced = { ...env, OPENBLAS_CORETYPE: wanted };
