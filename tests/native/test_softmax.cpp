@@ -1,6 +1,7 @@
 // test_softmax.cpp — the float softmax (its own vectorisable exp) against a double-precision
 // softmax, over the range of scores a ViT produces and beyond (differences down to −200, where
-// the exp clamps), and with rows of every length a SIMD loop can end on.
+// the exp clamps), and with rows of every length a SIMD loop can end on; probabilities below 2⁻⁶⁴
+// read as 0, in float and in double, so that none is subnormal (attention.cpp says why).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -9,6 +10,10 @@
 #include "vitlens/layers/layers.h"
 
 using namespace vitlens;
+
+namespace {
+constexpr double tiny = 5.421010862427522e-20;  // 2⁻⁶⁴
+}  // namespace
 
 TEST_CASE("softmax_rows matches a double-precision softmax", "[layers]") {
   for (int n : {1, 2, 3, 4, 5, 7, 8, 9, 197}) {
@@ -29,12 +34,37 @@ TEST_CASE("softmax_rows matches a double-precision softmax", "[layers]") {
           const double ref = std::exp(double(s(i, j)) - mx) / sum;
           INFO("n=" << n << " spread=" << spread << " i=" << i << " j=" << j);
           // float32 rounding of s − max (relative error |s − max|·2⁻²⁴ after the exp), the exp
-          // (≤ 1 ulp), the sum and the division; entries below e⁻⁸⁷ of the row maximum may read
-          // as ~1e-38 instead of 0
-          const double tol = ref * (1e-6 + std::fabs(double(s(i, j)) - mx) * 6e-8) + 1e-37;
-          CHECK(std::fabs(double(p(i, j)) - ref) <= tol);
+          // (≤ 1 ulp), the sum and the division; entries within that of 2⁻⁶⁴ or below may read 0
+          const double tol = ref * (1e-6 + std::fabs(double(s(i, j)) - mx) * 6e-8);
+          const double v = double(p(i, j));
+          if (v == 0.0 && ref < tiny * (1.0 + 1e-5)) continue;
+          CHECK(std::fabs(v - ref) <= tol);
+          CHECK(v >= tiny);
         }
       }
     }
   }
+}
+
+TEST_CASE("softmax_rows in double flushes probabilities below 2^-64 and keeps the rest", "[layers]") {
+  MatD s(3, 6);  // (3, 6) scores whose gaps to the row maximum straddle ln 2⁶⁴ ≈ 44.36
+  s << 0, -10, -44, -44.4, -50, -800,  //
+      0, 0, -43, -45, -100, -1000,     //
+      5, 5, 5, 5, 5, 5;
+  MatD p;
+  softmax_rows(p, s);
+  for (int i = 0; i < s.rows(); ++i) {
+    double sum = 0.0;
+    for (int j = 0; j < s.cols(); ++j) sum += std::exp(s(i, j) - s.row(i).maxCoeff());
+    for (int j = 0; j < s.cols(); ++j) {
+      const double ref = std::exp(s(i, j) - s.row(i).maxCoeff()) / sum;
+      INFO("i=" << i << " j=" << j << " ref=" << ref);
+      if (ref < tiny)
+        CHECK(p(i, j) == 0.0);
+      else
+        CHECK(std::fabs(p(i, j) - ref) <= 1e-15 * ref);
+    }
+  }
+  CHECK(p(0, 2) > 0.0);   // e⁻⁴⁴ / Σ ≈ 7.8e-20: kept
+  CHECK(p(0, 3) == 0.0);  // e⁻⁴⁴·⁴ / Σ ≈ 5.2e-20: flushed
 }

@@ -18,14 +18,28 @@ namespace vitlens {
 namespace {
 
 // The rows [begin, end) of p = softmax(s), both (rows, n) dense; p may be s (in place).
+// Probabilities below 2⁻⁶⁴ (5.4e-20), in float and in double, are set to 0. A peaked head's far
+// keys otherwise give probabilities that are subnormal in float (e⁻⁸⁷ / Σ and below), and products
+// of tiny ones with gradients and relevance underflow further on (p ⊙ (dp − ⟨dp, p⟩), then dS·k);
+// x86 cores without flush-to-zero, which wasm never sets, take every operation with a subnormal
+// operand through microcode. On an Intel Xeon (model 207), a DeiT-tiny whose attention was 4 %
+// subnormal took 1.3–1.7× as long for a forward pass and 4.9–7.7× for grad-rollout (native, wasm;
+// docs/performance.md, 2026-12-02); flushing at FLT_MIN alone left the backward pass 4.4× slower.
+// The double trace is flushed alike (the relevance rules' float products read it). The change to a
+// row's sum, ≤ n·2⁻⁶⁴, is below a double's rounding of 1 for n < 2048 tokens.
 template <typename T>
 void softmax_row_range(T* p, const T* s, int n, int begin, int end) {
   using Row = Eigen::Matrix<T, 1, Eigen::Dynamic>;
+  constexpr T tiny = T(5.421010862427522e-20);  // 2⁻⁶⁴
   for (int i = begin; i < end; ++i) {
     const T* in = s + ptrdiff_t(i) * n;  // (n)
-    Eigen::Map<Row> out(p + ptrdiff_t(i) * n, n);
-    exp_shifted(out.data(), in, Eigen::Map<const Row>(in, n).maxCoeff(), n);
-    out /= out.sum();
+    T* out = p + ptrdiff_t(i) * n;       // (n)
+    exp_shifted(out, in, Eigen::Map<const Row>(in, n).maxCoeff(), n);
+    const T sum = Eigen::Map<const Row>(out, n).sum();
+    for (int j = 0; j < n; ++j) {
+      const T v = out[j] / sum;
+      out[j] = v < tiny ? T(0) : v;
+    }
   }
 }
 
