@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
+#include <random>
 #include <string>
 
 #include "vitlens/io/io.h"
@@ -16,6 +18,24 @@ namespace vitlens::test {
 
 inline std::string source_path(const std::string& rel) { return std::string(VITLENS_SOURCE_DIR) + "/" + rel; }
 inline std::string binary_path(const std::string& rel) { return std::string(VITLENS_BINARY_DIR) + "/" + rel; }
+
+// A tag of this process's own for the files and folders a test writes: `ctest -j` runs the suites
+// of a build directory at once (wasm_catch2 and wasm_catch2_relaxed, the same tests), and without
+// it they wrote and read each other's files.
+inline const std::string& process_tag() {
+  static const std::string tag = std::to_string(std::random_device{}());
+  return tag;
+}
+
+// A file a test writes, in the build directory under a name tagged by process_tag; removed when it
+// goes out of scope.
+struct ScratchFile {
+  explicit ScratchFile(const std::string& name) : path(binary_path("scratch_" + process_tag() + "_" + name)) {}
+  ~ScratchFile() { std::remove(path.c_str()); }
+  ScratchFile(const ScratchFile&) = delete;
+  ScratchFile& operator=(const ScratchFile&) = delete;
+  std::string path;
+};
 
 // max |a − b| / max |b| over the arrays (b is the reference).
 template <typename A>

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vitlens/model/config.h"
+#include "helpers.h"
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/image.h"
 #include "vitlens/io/io.h"
@@ -126,9 +127,9 @@ TEST_CASE("image: PNG encode then decode is exact for 1, 3 and 4 channels", "[im
 
 TEST_CASE("image: PNG through a file, BMP, and gray+alpha expanded to RGBA", "[image]") {
   const Pixels px = make_pixels(4, 3, 3, 7u);
-  const std::string path = std::string(VITLENS_BINARY_DIR) + "/test_image_rgb.png";
-  write_png(path, px);
-  CHECK(read_image_file(path).data == px.data);
+  const vitlens::test::ScratchFile file("image_rgb.png");
+  write_png(file.path, px);
+  CHECK(read_image_file(file.path).data == px.data);
 
   const std::vector<uint8_t> bmp = encode_bmp(px);
   const Pixels from_bmp = decode_image(bmp.data(), bmp.size());

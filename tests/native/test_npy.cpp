@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "helpers.h"
 #include "vitlens/tensor/error.h"
 #include "vitlens/io/io.h"
 #include "vitlens/tensor/limits.h"
@@ -63,10 +64,6 @@ ErrorCode code_of(const std::vector<uint8_t>& file) {
   return ErrorCode::io;
 }
 
-std::string temp_path(const std::string& name) {
-  return std::string(VITLENS_BINARY_DIR) + "/test_npy_" + name;
-}
-
 }  // namespace
 
 TEST_CASE("npy: float32 round trip in memory keeps every bit", "[npy]") {
@@ -94,15 +91,16 @@ TEST_CASE("npy: float32 round trip in memory keeps every bit", "[npy]") {
 }
 
 TEST_CASE("npy: float32 and float64 round trip through files", "[npy]") {
+  const vitlens::test::ScratchFile f32_file("npy_f32.npy"), f64_file("npy_f64.npy");
   const std::vector<float> f = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f};
-  write_npy_f32(temp_path("f32.npy"), {5}, f.data());
-  const NpyArray a = read_npy(temp_path("f32.npy"));
+  write_npy_f32(f32_file.path, {5}, f.data());
+  const NpyArray a = read_npy(f32_file.path);
   CHECK(a.shape == std::vector<int64_t>{5});
   CHECK(a.data == std::vector<double>{1, 2, 3, 4, 5});
 
   const std::vector<double> d = {0.1, -1e300, 4.9e-324, std::nan("")};
-  write_npy_f64(temp_path("f64.npy"), {2, 1, 2}, d.data());
-  const NpyArray b = read_npy(temp_path("f64.npy"));
+  write_npy_f64(f64_file.path, {2, 1, 2}, d.data());
+  const NpyArray b = read_npy(f64_file.path);
   CHECK(b.dtype == "<f8");
   CHECK(b.shape == std::vector<int64_t>{2, 1, 2});
   REQUIRE(b.data.size() == 4);
@@ -304,7 +302,9 @@ TEST_CASE("npy: writing refuses shapes it cannot describe", "[npy]") {
 }
 
 TEST_CASE("io: errors name the path and the reason; limits apply before reading", "[npy][io]") {
-  const std::string missing = temp_path("does_not_exist.npy");
+  const vitlens::test::ScratchFile missing_file("npy_does_not_exist.npy"), bytes_file("npy_bytes.bin"),
+      unwritable_file("npy_no_such_dir/x.bin"), garbage_file("npy_garbage.npy");
+  const std::string missing = missing_file.path;
   try {
     read_npy(missing);
     FAIL("a missing file was read");
@@ -314,7 +314,7 @@ TEST_CASE("io: errors name the path and the reason; limits apply before reading"
     CHECK(std::string(e.what()).find("No such file or directory") != std::string::npos);
   }
 
-  const std::string path = temp_path("bytes.bin");
+  const std::string path = bytes_file.path;
   write_file(path, "0123456789");
   CHECK(read_file(path, 10) == std::vector<uint8_t>{'0', '1', '2', '3', '4', '5', '6', '7', '8',
                                                      '9'});
@@ -333,7 +333,7 @@ TEST_CASE("io: errors name the path and the reason; limits apply before reading"
     CHECK(e.code() == ErrorCode::io);
   }
   try {
-    write_file(temp_path("no_such_dir/x.bin"), "x");
+    write_file(unwritable_file.path, "x");
     FAIL("a file was written into a missing directory");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::io);
@@ -341,7 +341,7 @@ TEST_CASE("io: errors name the path and the reason; limits apply before reading"
   }
 
   const std::vector<uint8_t> garbage = {'n', 'o', 't', ' ', 'n', 'p', 'y'};
-  const std::string bad = temp_path("garbage.npy");
+  const std::string bad = garbage_file.path;
   write_file(bad, garbage.data(), garbage.size());
   try {
     read_npy(bad);

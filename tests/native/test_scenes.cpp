@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "helpers.h"
 #include "vitlens/tensor/error.h"
 #include "vitlens/data/scenes.h"
 
@@ -59,7 +60,7 @@ uint64_t fnv1a(uint64_t h, const std::vector<uint8_t>& bytes) {
 // A temporary directory, removed when the test leaves its scope.
 struct ScratchDir {
   fs::path path;
-  explicit ScratchDir(const std::string& name) : path(fs::temp_directory_path() / ("vitlens_test_scenes_" + name)) {
+  explicit ScratchDir(const std::string& name) : path(fs::temp_directory_path() / ("vitlens_test_scenes_" + name + "_" + test::process_tag())) {
     fs::remove_all(path);
     fs::create_directories(path);
   }

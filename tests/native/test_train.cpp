@@ -235,7 +235,7 @@ TEST_CASE("augmentation is deterministic and keeps the pixels in range", "[train
 TEST_CASE("a checkpointed and resumed run continues bit-identically", "[train]") {
   if (!have_dataset()) return;
   const FashionMnist train_split = load_fashion_mnist(fashion_mnist_default_dir, true);
-  const fs::path root = fs::temp_directory_path() / "vitlens_test_train";
+  const fs::path root = fs::temp_directory_path() / ("vitlens_test_train_" + test::process_tag());
   fs::remove_all(root);
   TrainOptions o = micro_options();
   o.decay = 3;  // warm-up 0…1, constant 2…4, cosine 5…7
