@@ -19,6 +19,7 @@
 #include "vitlens/tensor/exp.h"
 #include "vitlens/tensor/normal_cdf.h"
 #include "vitlens/tensor/parallel.h"
+#include "vitlens/tensor/tiny.h"
 
 #if defined(__wasm_simd128__)
 #include <wasm_simd128.h>
@@ -166,11 +167,13 @@ using Values = Eigen::Array<float, 1, Eigen::Dynamic>;  // contiguous values see
 
 // g[i] = dy[i]·(Φ(x) + x·φ(x)) over contiguous values: Φ = ½(1 + erf(x/√2)) with Eigen's vectorised
 // erf, then φ(x) = e^(−x²/2)/√(2π) with exp_nonpositive in a plain loop (vectorised; in wasm
-// faster than Eigen's exp, see exp.h). g may not be dy or x.
+// faster than Eigen's exp, see exp.h). The slope below 2⁻⁶⁴ (x < −9.2) is set to 0 before it meets
+// dy, whose product with it would be subnormal, and so is that product (tensor/tiny.h). g may not
+// be dy or x.
 void gelu_grad_eigen(float* g, const float* dy, const float* x, Eigen::Index count) {
   Eigen::Map<Values>(g, count) = 0.5f * (1.0f + (Eigen::Map<const Values>(x, count) * float(kInvSqrt2)).erf());
   for (Eigen::Index i = 0; i < count; ++i)
-    g[i] = dy[i] * (g[i] + x[i] * float(kInvSqrt2Pi) * exp_nonpositive(-0.5f * x[i] * x[i]));
+    g[i] = flush_tiny(dy[i] * flush_tiny(g[i] + x[i] * float(kInvSqrt2Pi) * exp_nonpositive(-0.5f * x[i] * x[i])));
 }
 
 }  // namespace
@@ -202,14 +205,19 @@ void gelu_values(float* y, const float* x, Eigen::Index count) {
   act_value(Eigen::Map<Values>(y + i, count - i), Eigen::Map<const Values>(x + i, count - i), Activation::gelu);
 }
 
-// gelu_grad_eigen's g[i] = dy[i]·(Φ(x) + x·φ(x)).
+// gelu_grad_eigen's g[i] = dy[i]·(Φ(x) + x·φ(x)), both flushes included.
 void gelu_grad_values(float* g, const float* dy, const float* x, Eigen::Index count) {
   const v128_t c = wasm_f32x4_splat(float(kInvSqrt2)), half = wasm_f32x4_splat(0.5f), one = wasm_f32x4_splat(1.0f);
   const v128_t minus_half = wasm_f32x4_splat(-0.5f), k = wasm_f32x4_splat(float(kInvSqrt2Pi));
+  const v128_t tiny = wasm_f32x4_splat(float(kTiny));
   auto grad4 = [&](v128_t d, v128_t v) {
     const v128_t phi = wasm_f32x4_mul(half, wasm_f32x4_add(one, erf_f32x4(wasm_f32x4_mul(v, c))));
     const v128_t e = exp_nonpositive_f32x4(wasm_f32x4_mul(wasm_f32x4_mul(minus_half, v), v));
-    return wasm_f32x4_mul(d, wasm_f32x4_add(phi, wasm_f32x4_mul(wasm_f32x4_mul(v, k), e)));
+    // flush_tiny of the slope and of the product: kept where |·| ≥ 2⁻⁶⁴ or NaN (the compare's
+    // complement), as the scalar form
+    const auto flush = [&](v128_t a) { return wasm_v128_andnot(a, wasm_f32x4_lt(wasm_f32x4_abs(a), tiny)); };
+    const v128_t slope = wasm_f32x4_add(phi, wasm_f32x4_mul(wasm_f32x4_mul(v, k), e));
+    return flush(wasm_f32x4_mul(d, flush(slope)));
   };
   Eigen::Index i = 0;
   for (; i + 8 <= count; i += 8) {
@@ -238,23 +246,27 @@ void activation_forward(Mat& y, const Mat& x, Activation a) {
   });
 }
 
+// dx below 2⁻⁶⁴ is set to 0 (tensor/tiny.h): far below zero the GELUs' slopes are tiny but normal
+// (x·φ(x) ≈ −9e-38 at x = −13), and times a gradient they would be subnormal operands of the
+// backward's next product (the exact GELU flushes in its loop, the others after it).
 void activation_backward(Mat& dx, const Mat& dy, const Mat& x, Activation a) {
   assert(&dx != &dy && &dx != &x);
   dx.resize(x.rows(), x.cols());
   parallel_ranges(int(x.rows()), activation_grain(x), [&](int begin, int end) {
+    const Eigen::Index off = Eigen::Index(begin) * x.cols(), count = Eigen::Index(end - begin) * x.cols();
     if (a != Activation::gelu) {
       act_grad(dx.middleRows(begin, end - begin).array(), dy.middleRows(begin, end - begin).array(),
                x.middleRows(begin, end - begin).array(), a);
-      return;
-    }
-    // gelu′ = Φ(x) + x·φ(x) over the rows' contiguous storage; in wasm in one SIMD128 loop, the
-    // same bits.
-    const Eigen::Index off = Eigen::Index(begin) * x.cols(), count = Eigen::Index(end - begin) * x.cols();
+      flush_tiny(dx.data() + off, count);
+    } else {
+      // gelu′ = Φ(x) + x·φ(x) over the rows' contiguous storage; in wasm in one SIMD128 loop, the
+      // same bits.
 #if defined(__wasm_simd128__)
-    gelu_grad_values(dx.data() + off, dy.data() + off, x.data() + off, count);
+      gelu_grad_values(dx.data() + off, dy.data() + off, x.data() + off, count);
 #else
-    gelu_grad_eigen(dx.data() + off, dy.data() + off, x.data() + off, count);
+      gelu_grad_eigen(dx.data() + off, dy.data() + off, x.data() + off, count);
 #endif
+    }
   });
 }
 

@@ -11,6 +11,7 @@
 #include "vitlens/tensor/exp.h"
 #include "vitlens/tensor/gemm.h"
 #include "vitlens/tensor/parallel.h"
+#include "vitlens/tensor/tiny.h"
 #include "vitlens/layers/layers.h"
 
 namespace vitlens {
@@ -18,19 +19,13 @@ namespace vitlens {
 namespace {
 
 // The rows [begin, end) of p = softmax(s), both (rows, n) dense; p may be s (in place).
-// Probabilities below 2⁻⁶⁴ (5.4e-20), in float and in double, are set to 0. A peaked head's far
-// keys otherwise give probabilities that are subnormal in float (e⁻⁸⁷ / Σ and below), and products
-// of tiny ones with gradients and relevance underflow further on (p ⊙ (dp − ⟨dp, p⟩), then dS·k);
-// x86 cores without flush-to-zero, which wasm never sets, take every operation with a subnormal
-// operand through microcode. On an Intel Xeon (model 207), a DeiT-tiny whose attention was 4 %
-// subnormal took 1.3–1.7× as long for a forward pass and 4.9–7.7× for grad-rollout (native, wasm;
-// docs/performance.md, 2026-12-02); flushing at FLT_MIN alone left the backward pass 4.4× slower.
-// The double trace is flushed alike (the relevance rules' float products read it). The change to a
-// row's sum, ≤ n·2⁻⁶⁴, is below a double's rounding of 1 for n < 2048 tokens.
+// Probabilities below 2⁻⁶⁴, in float and in double, are set to 0 (tensor/tiny.h): a peaked
+// head's far keys otherwise make subnormal probabilities (e⁻⁸⁷ / Σ and below) and, from tiny
+// normal ones, subnormal gradients (p ⊙ (dp − ⟨dp, p⟩), then dS·k). The double trace is flushed
+// alike (the relevance rules' float products read it).
 template <typename T>
 void softmax_row_range(T* p, const T* s, int n, int begin, int end) {
   using Row = Eigen::Matrix<T, 1, Eigen::Dynamic>;
-  constexpr T tiny = T(5.421010862427522e-20);  // 2⁻⁶⁴
   for (int i = begin; i < end; ++i) {
     const T* in = s + ptrdiff_t(i) * n;  // (n)
     T* out = p + ptrdiff_t(i) * n;       // (n)
@@ -38,7 +33,7 @@ void softmax_row_range(T* p, const T* s, int n, int begin, int end) {
     const T sum = Eigen::Map<const Row>(out, n).sum();
     for (int j = 0; j < n; ++j) {
       const T v = out[j] / sum;
-      out[j] = v < tiny ? T(0) : v;
+      out[j] = v < T(kTiny) ? T(0) : v;
     }
   }
 }
@@ -58,13 +53,18 @@ void softmax_rows_t(MatT<T>& p, const MatT<T>& s) {
 void softmax_rows(Mat& p, const Mat& s) { softmax_rows_t(p, s); }
 void softmax_rows(MatD& p, const MatD& s) { softmax_rows_t(p, s); }
 
-// ∂p_j/∂s_k = p_j(δ_jk − p_k)  ⇒  ds = p ⊙ (dp − ⟨dp, p⟩), for the rows of dp (the first ones of p)
+// ∂p_j/∂s_k = p_j(δ_jk − p_k)  ⇒  ds = p ⊙ (dp − ⟨dp, p⟩), for the rows of dp (the first ones of p);
+// below 2⁻⁶⁴ set to 0 (tensor/tiny.h: a tiny probability times a small difference would be a
+// subnormal operand of dS·k and dSᵀ·q)
 void softmax_rows_backward(Mat& ds, const Mat& dp, const Mat& p) {
   assert(dp.rows() <= p.rows() && dp.cols() == p.cols());
   ds.resize(dp.rows(), p.cols());
+  const Eigen::Index n = p.cols();
   for (Eigen::Index i = 0; i < dp.rows(); ++i) {
     const float dot = dp.row(i).dot(p.row(i));
-    ds.row(i) = p.row(i).array() * (dp.row(i).array() - dot);
+    const float *pi = p.row(i).data(), *dpi = dp.row(i).data();
+    float* dsi = ds.row(i).data();
+    for (Eigen::Index j = 0; j < n; ++j) dsi[j] = flush_tiny(pi[j] * (dpi[j] - dot));
   }
 }
 
@@ -211,7 +211,7 @@ void softmax_relevance(MatD& r_in, const RowsD& r, const RowsD& s, const RowsD& 
 namespace {
 
 // The product rule's quotient S = R / Z, rounded to float for the products that carry it to the
-// operands; returns the factor both operands' shares take:
+// operands (below 2⁻⁶⁴: 0, tensor/tiny.h); returns the factor both operands' shares take:
 // halved (Chefer 2021): S = safe_divide(R, Z), each operand receives the full ΣR, so ½;
 // epsilon_half (AttnLRP): S = R / stab(2Z), each operand gets half of every term.
 // r (rows, cols) ldr, z (rows, cols) ldz → S (rows, cols) dense.
@@ -222,9 +222,9 @@ double product_quotient(Mat& S, const double* r, int ldr, const double* z, int l
     const double *ri = r + ptrdiff_t(i) * ldr, *zi = z + ptrdiff_t(i) * ldz;
     float* si = S.row(i).data();
     if (rule == ProductRule::halved) {
-      for (int j = 0; j < cols; ++j) si[j] = float(safe_divide(ri[j], zi[j]));
+      for (int j = 0; j < cols; ++j) si[j] = to_float_flushed(safe_divide(ri[j], zi[j]));
     } else {
-      for (int j = 0; j < cols; ++j) si[j] = float(ri[j] / stabilise(2.0 * zi[j]));
+      for (int j = 0; j < cols; ++j) si[j] = to_float_flushed(ri[j] / stabilise(2.0 * zi[j]));
     }
   }
   return rule == ProductRule::halved ? 0.5 : 1.0;

@@ -7,6 +7,7 @@
 
 #include "vitlens/tensor/gemm.h"
 #include "vitlens/tensor/parallel.h"
+#include "vitlens/tensor/tiny.h"
 #include "vitlens/layers/layers.h"
 
 namespace vitlens {
@@ -92,7 +93,7 @@ void epsilon_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const
   for (int i = g.i0; i < g.i1; ++i) {
     const double *ri = r.row(i).data(), *yi = y.row(i).data();
     float* si = a.row(i - g.i0).data();
-    for (int o = 0; o < out; ++o) si[o] = float(ri[o] / stabilise(yi[o]));
+    for (int o = 0; o < out; ++o) si[o] = to_float_flushed(ri[o] / stabilise(yi[o]));
   }
   p.resize(m, in);  // S·W
   gemm_weight(p.data(), a.data(), W.data(), out, in, WeightProduct::times_w, packs, m, out, in, 1.0f, 0.0f);
@@ -112,9 +113,15 @@ void epsilon_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const
 // w = [W⁺ | W⁻] (out, 2·in).
 void separate_rows(MatD& r_in, const MatD& r, const MatD& x, const Mat& w, RowRange g, Mat& a, Mat& p) {
   const int in = int(w.cols()) / 2, out = int(w.rows()), m = g.rows();
-  a.resize(m, 2 * in);  // [x⁺ | x⁻]
-  a.leftCols(in) = x.middleRows(g.i0, m).cwiseMax(0.0).cast<float>();
-  a.rightCols(in) = x.middleRows(g.i0, m).cwiseMin(0.0).cast<float>();
+  a.resize(m, 2 * in);  // [x⁺ | x⁻] in float, below 2⁻⁶⁴ 0 (tensor/tiny.h)
+  for (int i = 0; i < m; ++i) {
+    const double* xi = x.row(g.i0 + i).data();
+    float* ai = a.row(i).data();
+    for (int j = 0; j < in; ++j) {
+      ai[j] = to_float_flushed(std::max(xi[j], 0.0));
+      ai[in + j] = to_float_flushed(std::min(xi[j], 0.0));
+    }
+  }
   p.resize(m, 2 * out);  // [Z⁺ | Z⁻]
   gemm_nt(p.data(), a.data(), w.data(), m, out, in, 2 * in, 2 * in, 2 * out, 1.0f, 0.0f);
   gemm_nt(p.data() + out, a.data() + in, w.data() + in, m, out, in, 2 * in, 2 * in, 2 * out, 1.0f, 0.0f);
@@ -124,8 +131,8 @@ void separate_rows(MatD& r_in, const MatD& r, const MatD& x, const Mat& w, RowRa
     const float* zi = p.row(i - g.i0).data();
     float* si = a.row(i - g.i0).data();
     for (int o = 0; o < out; ++o) {
-      si[o] = float(safe_divide(ri[o], double(zi[o])));
-      si[out + o] = float(safe_divide(ri[o], double(zi[out + o])));
+      si[o] = to_float_flushed(safe_divide(ri[o], double(zi[o])));
+      si[out + o] = to_float_flushed(safe_divide(ri[o], double(zi[out + o])));
     }
   }
   p.resize(m, 2 * in);  // [S⁺·W⁺ | S⁻·W⁻]
@@ -151,19 +158,22 @@ void separate_rows(MatD& r_in, const MatD& r, const MatD& x, const Mat& w, RowRa
 void shared_rows(MatD& r_in, const MatD& r, const MatD& x, const MatD& y, const Mat& W, const Vec& b,
                  const WeightPacks* packs, RowRange g, Mat& a, Mat& p) {
   const int in = int(W.cols()), out = int(W.rows()), m = g.rows();
-  a = x.middleRows(g.i0, m).cwiseAbs().cast<float>();  // (m, in) |x|
-  p.resize(m, out);                                    // |x|·|W|ᵀ
+  a.resize(m, in);  // |x| in float, below 2⁻⁶⁴ 0 (tensor/tiny.h); x's rows are contiguous
+  const double* xs = x.row(g.i0).data();
+  float* as = a.data();
+  for (ptrdiff_t j = 0; j < ptrdiff_t(m) * in; ++j) as[j] = to_float_flushed(std::fabs(xs[j]));
+  p.resize(m, out);  // |x|·|W|ᵀ
   gemm_weight(p.data(), a.data(), W.data(), out, in, WeightProduct::times_abs_wt, packs, m, in, out, 1.0f, 0.0f);
-  a.resize(m, out);  // S = R / Z, rounded to float for the products
+  a.resize(m, out);  // S = R / Z, rounded to float for the products (below 2⁻⁶⁴: 0)
   for (int i = g.i0; i < g.i1; ++i) {
     const double *ri = r.row(i).data(), *yi = y.row(i).data();
     const float* pi = p.row(i - g.i0).data();
     float* si = a.row(i - g.i0).data();
-    for (int o = 0; o < out; ++o) si[o] = float(safe_divide(ri[o], 0.5 * ((yi[o] - double(b[o])) + double(pi[o]))));
+    for (int o = 0; o < out; ++o) si[o] = to_float_flushed(safe_divide(ri[o], 0.5 * ((yi[o] - double(b[o])) + double(pi[o]))));
     // The rare cancelling Z, apart so that the loop above stays vectorised.
     for (int o = 0; o < out; ++o)
       if ((yi[o] - double(b[o])) + double(pi[o]) < 2.0 * kExactShare * double(pi[o]))
-        si[o] = float(safe_divide(ri[o], positive_sum(x.row(i).data(), W.row(o).data(), in)));
+        si[o] = to_float_flushed(safe_divide(ri[o], positive_sum(x.row(i).data(), W.row(o).data(), in)));
   }
   p.resize(m, 2 * in);  // [S·W | S·|W|]
   gemm_weight(p.data(), a.data(), W.data(), out, in, WeightProduct::times_w, packs, m, out, 2 * in, 1.0f, 0.0f);

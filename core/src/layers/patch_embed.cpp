@@ -5,6 +5,7 @@
 // p×p kernel is exactly that); patches are taken row-major over the (H/p)×(W/p) grid, each
 // flattened in (C, p, p) order to match the (d, C, p, p) checkpoint weight.
 #include "vitlens/tensor/gemm.h"
+#include "vitlens/tensor/tiny.h"
 #include "vitlens/layers/layers.h"
 
 namespace vitlens {
@@ -58,7 +59,10 @@ void patch_embed_relevance(MatD& pixel_map, const MatD& r, const MatD& patches, 
     s.z.rowwise() -= (b.cast<double>() + lo * pos_sum + hi * neg_sum).transpose();
     s.z.array() += 1e-9;
     s.s = r.cwiseQuotient(s.z);
-    s.a = s.s.cast<float>();
+    s.a.resize(s.s.rows(), s.s.cols());  // S in float, below 2⁻⁶⁴ 0 (tensor/tiny.h)
+    const double* sd = s.s.data();
+    float* ad = s.a.data();
+    for (Eigen::Index j = 0; j < s.s.size(); ++j) ad[j] = to_float_flushed(sd[j]);
     s.p.resize(r.rows(), 2 * cpp);
     gemm_nn(s.p.data(), s.a.data(), s.w.data(), int(r.rows()), int(2 * cpp), int(W.rows()), int(W.rows()),
             int(2 * cpp), int(2 * cpp), 1.0f, 0.0f);  // [S·W | S·W⁺]
