@@ -6,10 +6,11 @@
 // ViTs with peaked heads or wide MLP pre-activations make such values — e⁻⁸⁷/Σ in a softmax row,
 // x·φ(x) of a GELU at x < −13 times a gradient — and a product then meets them on every use: on an
 // Intel Xeon (model 207) a DeiT-tiny with such heads or MLPs took up to 11× as long for
-// grad-rollout and 3.3× for lrp (docs/performance.md, 2026-12-02). The bound is 2⁻⁶⁴ rather than the smallest normal float so that a value kept can
-// still be multiplied by a weight, a gradient or a relevance quotient (~60 binary orders of room)
-// without underflowing in the product; what is dropped is below anything a float map or the
-// parity tests against float64 resolve (a softmax row's sum moves by ≤ n·2⁻⁶⁴).
+// grad-rollout and 3.3× for lrp (docs/performance.md, 2026-12-02). The bound is 2⁻⁶⁴ rather than
+// the smallest normal float so that a value kept can still be multiplied by a weight, a gradient
+// or a relevance quotient (~60 binary orders of room) without underflowing in the product; what
+// is dropped is below anything a float map or the parity tests against float64 resolve (a softmax
+// row's sum moves by ≤ n·2⁻⁶⁴).
 #pragma once
 
 #include <cmath>
