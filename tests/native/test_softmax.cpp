@@ -8,12 +8,9 @@
 
 #include "helpers.h"
 #include "vitlens/layers/layers.h"
+#include "vitlens/tensor/tiny.h"
 
 using namespace vitlens;
-
-namespace {
-constexpr double tiny = 5.421010862427522e-20;  // 2⁻⁶⁴
-}  // namespace
 
 TEST_CASE("softmax_rows matches a double-precision softmax", "[layers]") {
   for (int n : {1, 2, 3, 4, 5, 7, 8, 9, 197}) {
@@ -37,9 +34,9 @@ TEST_CASE("softmax_rows matches a double-precision softmax", "[layers]") {
           // (≤ 1 ulp), the sum and the division; entries within that of 2⁻⁶⁴ or below may read 0
           const double tol = ref * (1e-6 + std::fabs(double(s(i, j)) - mx) * 6e-8);
           const double v = double(p(i, j));
-          if (v == 0.0 && ref < tiny * (1.0 + 1e-5)) continue;
+          if (v == 0.0 && ref < kTiny * (1.0 + 1e-5)) continue;
           CHECK(std::fabs(v - ref) <= tol);
-          CHECK(v >= tiny);
+          CHECK(v >= kTiny);
         }
       }
     }
@@ -59,7 +56,7 @@ TEST_CASE("softmax_rows in double flushes probabilities below 2^-64 and keeps th
     for (int j = 0; j < s.cols(); ++j) {
       const double ref = std::exp(s(i, j) - s.row(i).maxCoeff()) / sum;
       INFO("i=" << i << " j=" << j << " ref=" << ref);
-      if (ref < tiny)
+      if (ref < kTiny)
         CHECK(p(i, j) == 0.0);
       else
         CHECK(std::fabs(p(i, j) - ref) <= 1e-15 * ref);

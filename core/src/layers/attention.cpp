@@ -31,10 +31,7 @@ void softmax_row_range(T* p, const T* s, int n, int begin, int end) {
     T* out = p + ptrdiff_t(i) * n;       // (n)
     exp_shifted(out, in, Eigen::Map<const Row>(in, n).maxCoeff(), n);
     const T sum = Eigen::Map<const Row>(out, n).sum();
-    for (int j = 0; j < n; ++j) {
-      const T v = out[j] / sum;
-      out[j] = v < T(kTiny) ? T(0) : v;
-    }
+    for (int j = 0; j < n; ++j) out[j] = flush_tiny(out[j] / sum);
   }
 }
 

@@ -1,5 +1,6 @@
 // tiny.h — the magnitude below which a value is set to 0 where it is formed for float products:
-// the softmax's probabilities, the activations' gradients and the relevance rules' float operands.
+// the softmax's probabilities and its backward's dS, the activations' gradients and the relevance
+// rules' float operands.
 //
 // Why: x86 cores without flush-to-zero (wasm never sets it, and the native build keeps IEEE
 // semantics) take every operation with a subnormal float (< 2⁻¹²⁶ ≈ 1.2e-38) through microcode.
