@@ -22,8 +22,10 @@
 //
 //   cd bench && npm ci        (onnxruntime-web and onnxruntime-node, pinned: benchmarks only)
 //   node bench/anchors.mjs [--rounds 5] [--iters 8] [--ta-iters 3] [--no-native-ta] [--json]
-//                          [--wasm DIR] [--keep DIR]
-// --iters: forward passes per contestant per round; --ta-iters: transformer-attribution runs.
+//                          [--wasm DIR] [--keep DIR] [--blas-core NAME]
+// --iters: forward passes per contestant per round; --ta-iters: transformer-attribution runs;
+// --blas-core: the OpenBLAS kernels PyTorch gets (OPENBLAS_CORETYPE), instead of OpenBLAS's own
+// choice for this CPU (below, pythonEnv).
 // Needs build/vitlens (VITLENS_NATIVE_BUILD), build-wasm/wasm (VITLENS_WASM_DIR or --wasm),
 // /usr/bin/python3 with Debian's python3-torch and python3-onnx, /usr/bin/chromium and
 // playwright-core from tests/browser (npm ci there). The models are written to a temporary
@@ -43,7 +45,7 @@ import { maxRelError, nativeDir, readNpy, repo, tmpDir } from '../tests/node/sup
 // ---------------------------------------------------------------------------------------------
 
 export function parseArgs(argv) {
-  const o = { rounds: 5, iters: 8, taIters: 3, nativeTa: true, json: false, wasm: null, keep: null };
+  const o = { rounds: 5, iters: 8, taIters: 3, nativeTa: true, json: false, wasm: null, keep: null, blasCore: null };
   const numbers = { '--rounds': 'rounds', '--iters': 'iters', '--ta-iters': 'taIters' };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -59,6 +61,7 @@ export function parseArgs(argv) {
     else if (a === '--json') o.json = true;
     else if (a === '--wasm') o.wasm = path.resolve(value());
     else if (a === '--keep') o.keep = path.resolve(value());
+    else if (a === '--blas-core') o.blasCore = value();
     else if (a === '--help' || a === '-h') o.help = true;
     else throw new Error(`unknown option ${a} (see the head of bench/anchors.mjs)`);
   }
@@ -109,8 +112,11 @@ function cpuModel() {
 // Xeon of family 6 model 207 (2026-12-02) a (197, 192)·(192, 768) product ran at 28 GFLOP/s
 // instead of 118 with the AVX-512 ones, which made PyTorch's forward pass 2.9× and the original's
 // transformer-attribution steps 2.4× too slow. So: when the probe reports that fallback on a CPU
-// with AVX-512 (AVX2), ask for SkylakeX (Haswell) through OPENBLAS_CORETYPE; a core given by the
-// caller is kept. The core used is printed with the results.
+// with AVX-512 (AVX2), ask for SkylakeX (Haswell) through OPENBLAS_CORETYPE. An OPENBLAS_CORETYPE
+// inherited from the environment is dropped (a machine of 2026-12-02 set Haswell for every
+// process: on its AVX-512 Zen 5 that product ran at 96 GFLOP/s instead of 183 with SkylakeX, and
+// the anchor would have been too slow); --blas-core chooses a core on purpose. The core used is
+// printed with the results.
 const GENERIC_BLAS_CORES = ['Prescott', 'Katmai', 'Coppermine', 'Northwood', 'Banias', 'Core2', 'Penryn', 'Dunnington'];
 
 function blasCore(env) {
@@ -119,16 +125,22 @@ function blasCore(env) {
   return /Core: (\S+)/.exec(`${probe.stdout}${probe.stderr}`)?.[1] ?? 'unknown (no OpenBLAS?)';
 }
 
-function pythonEnv() {
+function pythonEnv(chosen) {
   const env = { ...process.env, OMP_NUM_THREADS: '1', OPENBLAS_NUM_THREADS: '1' };
-  if (env.OPENBLAS_CORETYPE) return { env, blas: `${blasCore(env)} (OPENBLAS_CORETYPE given)` };
+  const inherited = env.OPENBLAS_CORETYPE;
+  delete env.OPENBLAS_CORETYPE;
+  if (chosen) {
+    const given = { ...env, OPENBLAS_CORETYPE: chosen };
+    return { env: given, blas: `${blasCore(given)} (--blas-core ${chosen})` };
+  }
+  const dropped = inherited ? `; OPENBLAS_CORETYPE=${inherited} from the environment not used` : '';
   const detected = blasCore(env);
-  if (!GENERIC_BLAS_CORES.includes(detected)) return { env, blas: detected };
+  if (!GENERIC_BLAS_CORES.includes(detected)) return { env, blas: `${detected}${dropped}` };
   const flags = lscpu().Flags ?? '';
   const wanted = /\bavx512f\b/.test(flags) ? 'SkylakeX' : /\bavx2\b/.test(flags) ? 'Haswell' : null;
-  if (!wanted) return { env, blas: detected };
+  if (!wanted) return { env, blas: `${detected}${dropped}` };
   const forced = { ...env, OPENBLAS_CORETYPE: wanted };
-  return { env: forced, blas: `${blasCore(forced)} (OpenBLAS detected ${detected}, its generic fallback for a CPU it does not know)` };
+  return { env: forced, blas: `${blasCore(forced)} (OpenBLAS detected ${detected}, its generic fallback for a CPU it does not know${dropped})` };
 }
 
 // PyTorch in one long-lived Python process (bench/anchors_torch.py serve), a JSON line per request.
@@ -285,7 +297,7 @@ async function main() {
   let py = null;
   try {
     log('starting (and warming up) PyTorch …');
-    const python = pythonEnv();
+    const python = pythonEnv(o.blasCore);
     log(`  OpenBLAS core: ${python.blas}`);
     py = await startPython(dir, python.env);
     log('… onnxruntime-node …');
