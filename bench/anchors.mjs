@@ -133,14 +133,19 @@ function pythonEnv(chosen) {
     const given = { ...env, OPENBLAS_CORETYPE: chosen };
     return { env: given, blas: `${blasCore(given)} (--blas-core ${chosen})` };
   }
-  const dropped = inherited ? `; OPENBLAS_CORETYPE=${inherited} from the environment not used` : '';
+  const own = ownBlasCore(env);
+  return inherited ? { ...own, blas: `${own.blas}; OPENBLAS_CORETYPE=${inherited} from the environment not used` } : own;
+}
+
+// OpenBLAS's own choice of kernels, or the CPU's own where that choice is its generic fallback.
+function ownBlasCore(env) {
   const detected = blasCore(env);
-  if (!GENERIC_BLAS_CORES.includes(detected)) return { env, blas: `${detected}${dropped}` };
+  if (!GENERIC_BLAS_CORES.includes(detected)) return { env, blas: detected };
   const flags = lscpu().Flags ?? '';
   const wanted = /\bavx512f\b/.test(flags) ? 'SkylakeX' : /\bavx2\b/.test(flags) ? 'Haswell' : null;
-  if (!wanted) return { env, blas: `${detected}${dropped}` };
+  if (!wanted) return { env, blas: detected };
   const forced = { ...env, OPENBLAS_CORETYPE: wanted };
-  return { env: forced, blas: `${blasCore(forced)} (OpenBLAS detected ${detected}, its generic fallback for a CPU it does not know${dropped})` };
+  return { env: forced, blas: `${blasCore(forced)} (OpenBLAS detected ${detected}, its generic fallback for a CPU it does not know)` };
 }
 
 // PyTorch in one long-lived Python process (bench/anchors_torch.py serve), a JSON line per request.
