@@ -169,6 +169,7 @@ async function main() {
     v.grid.build();
   } catch (e) {
     showError('The engine could not start', e);
+    v.gallery.showThumbnails();
     return;
   }
   try {
@@ -178,6 +179,7 @@ async function main() {
     mark('model');
   } catch (e) {
     showError('The shipped model could not be loaded (load your own under “Model”)', e);
+    v.gallery.showThumbnails();
   }
   const scenes = await galleryP;
   if (scenes.length && app.info) await v.gallery.open(scenes[0].image, scenes[0].names);

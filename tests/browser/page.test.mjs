@@ -51,6 +51,8 @@ describe('the page', { skip }, () => {
       return seen.size;
     });
     assert.ok(spread > 20, `the overlay has ${spread} distinct colours`);
+    // The other thumbnails' images are requested once the first explanation is drawn (gallery.js).
+    await page.waitForFunction(() => [...document.querySelectorAll('#gallery .thumb img')].every((i) => i.complete && i.naturalWidth > 0), null, { timeout: 10_000 });
     await waitGridDone(page);
     fs.mkdirSync(artifacts, { recursive: true });
     await page.screenshot({ path: path.join(artifacts, 'main-view.png') });

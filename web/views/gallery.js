@@ -10,7 +10,9 @@ const GALLERY = './models/gallery/';
 export function createGalleryView(app) {
   const items = new Map(); // scene image → [{ cls, name, mask: url }]
   const prefetched = new Map(); // scene image → its fetchScene(), until it is opened
+  const unshown = []; // [img, url]: thumbnails whose image is not requested yet (showThumbnails)
   on('image-changed', ({ image }) => mark(image.name));
+  on('explained', showThumbnails);
 
   // Fills the gallery; resolves to its scenes ({ image, names }), [] when there is none.
   async function load() {
@@ -34,7 +36,7 @@ export function createGalleryView(app) {
       b.dataset.image = s.image;
       b.title = `${s.image}: ${names.join(', ')}`;
       const img = document.createElement('img');
-      img.src = GALLERY + s.image;
+      unshown.push([img, GALLERY + s.image]);
       img.alt = `scene ${s.index ?? ''}: ${names.join(', ')}`;
       img.width = 64;
       img.height = 64;
@@ -47,7 +49,20 @@ export function createGalleryView(app) {
     // The page opens the first scene once the model has loaded: its bytes are fetched now, while
     // the engine starts, not after (20–90 ms on the first explanation's path, issue 15).
     if (scenes.length) prefetched.set(scenes[0].image, fetchScene(scenes[0].image));
+    // The first thumbnail's image now, the others' once the first explanation is drawn (their two
+    // dozen requests and decodes would share a 2-core machine with it: 180–200 ms later, issue 15),
+    // when app.js says none will come, or 4 s from now at the latest (an explanation that failed).
+    if (unshown.length) {
+      const [img, url] = unshown.shift();
+      img.src = url;
+    }
+    setTimeout(showThumbnails, 4000);
     return scenes.map((s) => ({ image: s.image, names: (s.items ?? []).map((it) => it.class_name ?? String(it.class)) }));
+  }
+
+  // Requests every thumbnail's image not requested yet.
+  function showThumbnails() {
+    for (const [img, url] of unshown.splice(0)) img.src = url;
   }
 
   // A scene's bytes: { blob } or { error }.
@@ -94,5 +109,5 @@ export function createGalleryView(app) {
     next.focus();
   }
 
-  return { load, open };
+  return { load, open, showThumbnails };
 }
