@@ -9,7 +9,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { maxRelError, nativeCli, readNpy, repo, tmpDir } from '../node/support.mjs';
 import {
-  afterNewExplanation, artifacts, currentExplanation, exportNpy, launch, modelsDir, openApp, selectMethod,
+  afterNewExplanation, artifacts, currentExplanation, exportNpy, launch, modelsDir, openApp, openPage, selectMethod,
   skipReason, waitExplained, waitGridDone,
 } from './harness.mjs';
 
@@ -204,5 +204,30 @@ describe('the page', { skip }, () => {
     assert.ok(tab.requests.some((u) => u.endsWith('/models/vitlens-scenes.vitl')), 'the model fetch is recorded');
     for (const u of tab.requests) assert.match(u, /^(http:\/\/127\.0\.0\.1:\d+\/|data:|blob:)/);
     assert.deepEqual(tab.consoleErrors, []);
+  });
+
+  test('without the shipped model the page says so and shows the gallery at once', async () => {
+    const t = await openPage(env);
+    await t.context.route('**/models/vitlens-scenes.vitl', (route) => route.fulfill({ status: 404, body: 'not here' }));
+    try {
+      await t.page.goto(env.server.url);
+      await t.page.waitForSelector('#error', { state: 'visible', timeout: 60_000 });
+      assert.match(await t.page.textContent('#error-text'), /shipped model could not be loaded/);
+      // No first explanation will come: the thumbnails are requested when the model fails
+      // (app.js), not after gallery.js's 4 s fallback.
+      const waited = await t.page.evaluate(async () => {
+        const t0 = performance.now();
+        const thumbs = () => [...document.querySelectorAll('#gallery .thumb img')];
+        while (!(thumbs().length && thumbs().every((i) => i.complete && i.naturalWidth > 0))) {
+          if (performance.now() - t0 > 3000) break;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        return { ms: performance.now() - t0, count: thumbs().length, loaded: thumbs().filter((i) => i.naturalWidth > 0).length };
+      });
+      assert.equal(waited.count, labels.scenes.length);
+      assert.equal(waited.loaded, waited.count, `${waited.loaded} of ${waited.count} thumbnails loaded ${waited.ms.toFixed(0)} ms after the error`);
+    } finally {
+      await t.context.close();
+    }
   });
 });

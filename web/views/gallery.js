@@ -11,6 +11,7 @@ export function createGalleryView(app) {
   const items = new Map(); // scene image → [{ cls, name, mask: url }]
   const prefetched = new Map(); // scene image → its fetchScene(), until it is opened
   const unshown = []; // [img, url]: thumbnails whose image is not requested yet (showThumbnails)
+  let deferring = true; // until showThumbnails: new thumbnails wait in `unshown`
   on('image-changed', ({ image }) => mark(image.name));
   on('explained', showThumbnails);
 
@@ -36,7 +37,8 @@ export function createGalleryView(app) {
       b.dataset.image = s.image;
       b.title = `${s.image}: ${names.join(', ')}`;
       const img = document.createElement('img');
-      unshown.push([img, GALLERY + s.image]);
+      if (deferring) unshown.push([img, GALLERY + s.image]);
+      else img.src = GALLERY + s.image;
       img.alt = `scene ${s.index ?? ''}: ${names.join(', ')}`;
       img.width = 64;
       img.height = 64;
@@ -60,8 +62,10 @@ export function createGalleryView(app) {
     return scenes.map((s) => ({ image: s.image, names: (s.items ?? []).map((it) => it.class_name ?? String(it.class)) }));
   }
 
-  // Requests every thumbnail's image not requested yet.
+  // Requests every thumbnail's image not requested yet, and any made later at once (app.js may
+  // call this before the gallery's list has arrived).
   function showThumbnails() {
+    deferring = false;
     for (const [img, url] of unshown.splice(0)) img.src = url;
   }
 
