@@ -34,6 +34,7 @@
 #include "vitlens/metrics/map_faithfulness.h"
 #include "vitlens/metrics/perturbation.h"
 #include "vitlens/io/model_file.h"
+#include "vitlens/tensor/gemm.h"
 #include "vitlens/tensor/parallel.h"
 #include "vitlens/io/safetensors.h"
 #include "vitlens/model/vit.h"
@@ -1493,6 +1494,7 @@ EMSCRIPTEN_BINDINGS(vitlens) {
   emscripten::function("decodeImage", &decode_image_js);
   emscripten::function("methods", &methods_js);
   emscripten::function("memoryStats", &memory_stats_js);
+  emscripten::function("warmUp", +[] { return gemm_warm_up(); });
   emscripten::function("threads", &thread_limit);
   emscripten::function("activeThreads", +[] { return compute_pool().size(); });
   emscripten::function("encodeNormStages", &encode_norm_stages_js);

@@ -579,6 +579,13 @@ export interface VitlensModule {
   methods(): MethodInfo[];
   /** The wasm heap's size in bytes (it only grows) and the bytes malloc holds in use (for leak tests). */
   memoryStats(): { heapBytes: number; allocatedBytes: number };
+  /**
+   * Runs the engine's three matrix-product kernels briefly (a few milliseconds) and returns 192, a
+   * check that they ran. A page calls it once, as soon as the module starts: V8 then optimises
+   * those kernels in the background while the model loads, instead of running the first
+   * prediction and explanation with their slower baseline code (gemm.h, gemm_warm_up).
+   */
+  warmUp(): number;
   /** Threads one call can use: 1 in vitlens.js; in vitlens-mt.js min(8, hardware threads). */
   threads(): number;
   /** Threads one call uses now: threads(), except in a vitlens-mt.js made with `deferThreads`

@@ -269,6 +269,11 @@ const handlers = {
       started ??= await startEngine(wasmUrl, relaxed, (u) => loadEngine(u));
       vitlens = started.vitlens;
       registry = vitlens.methods();
+      // The products' kernels run briefly now (~10 ms), so that V8 optimises them in the
+      // background while the model loads rather than while the first image is predicted and
+      // explained (gemm.h, gemm_warm_up): that prediction and explanation took 18 and 38 ms less
+      // here (docs/performance.md, 2026-12-02, fifth session).
+      vitlens.warmUp();
     } catch (e) {
       throw fail('not_ready', `could not load the engine from ${started?.url ?? wasmUrl} (${e.message || e}); is it built? (scripts/build.sh)`);
     }

@@ -396,6 +396,13 @@ TEST_CASE("gemm: a pre-packed weight gives the same products, bit for bit", "[ge
   CHECK(C1 == C2);
 }
 
+TEST_CASE("gemm: the warm-up runs the three kernels, each result exact", "[gemm]") {
+  // Each product's first element is Σ over 64 terms of 0.5 · 0.25 = 8, exactly in float and double.
+  CHECK(vitlens::gemm_warm_up(0) == 0.0);
+  CHECK(vitlens::gemm_warm_up(1) == 24.0);
+  CHECK(vitlens::gemm_warm_up() == 192.0);
+}
+
 // GFLOP/s of the forward pass's products (DeiT-tiny: n = 197, d = 192, 3 heads, MLP 768) and of
 // two backward ones, next to the same product written with Eigen (what gemm replaces in wasm);
 // in float and in double (the LRP methods' forward pass). Each product: the best and the median

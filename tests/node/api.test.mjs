@@ -108,6 +108,11 @@ test('RGBA pixels of any size are resized and classified', async () => {
   model.delete();
 });
 
+test('warmUp runs the products\' kernels: 8 rounds of three products, each first element 8', async () => {
+  const vl = await loadVitlens();
+  assert.equal(vl.warmUp(), 192);
+});
+
 test('malformed model files throw JS Errors with their code, and the module keeps working', async () => {
   const vl = await loadVitlens();
   const cases = [

@@ -592,4 +592,22 @@ const PackedWeight* WeightPacks::get(WeightProduct p) const {
   return nullptr;
 }
 
+double gemm_warm_up(int rounds) {
+  constexpr int n = 64;  // (n, n) operands: the three kernels' loops run long enough for V8
+  const std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f);
+  const std::vector<double> ad(size_t(n) * n, 0.5), bd(size_t(n) * n, 0.25);
+  std::vector<float> c(size_t(n) * n);
+  std::vector<double> cd(size_t(n) * n);
+  double sum = 0.0;
+  for (int r = 0; r < rounds; ++r) {
+    gemm_nt(c.data(), a.data(), b.data(), n, n, n, n, n, n, 1.0f, 0.0f);
+    sum += double(c[0]);
+    gemm_nt(cd.data(), ad.data(), b.data(), n, n, n, n, n, n, 1.0, 0.0);
+    sum += cd[0];
+    gemm_nn(cd.data(), ad.data(), bd.data(), n, n, n, n, n, n, 1.0, 0.0);
+    sum += cd[0];
+  }
+  return sum;
+}
+
 }  // namespace vitlens

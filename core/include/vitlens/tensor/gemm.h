@@ -98,4 +98,17 @@ struct WeightPacks {
 void gemm_weight(float* C, const float* A, const float* W, int out, int in, WeightProduct product,
                  const WeightPacks* packs, int M, int lda, int ldc, float alpha, float beta);
 
+// Runs the three products that carry the passes (float; double; double with a float B, the
+// double forward pass's x·Wᵀ) on 64 × 64 operands `rounds` times, and answers the sum of the
+// first element of every result: rounds · 3 · 8 exactly (each is Σ over 64 terms of 0.5 · 0.25),
+// a check that they ran. For browsers: V8 compiles a wasm function with its baseline compiler on
+// its first call and optimises it only once it has run for a while, in the background (20–50 ms
+// for each of these three, whose micro-kernels are inlined into them); meanwhile the products run
+// several times slower. Called once as the page's engine starts (web/worker.js), before the
+// model arrives, it gets the three optimised while the model loads instead of during the first
+// prediction and explanation (docs/performance.md, 2026-12-02, fifth session). Eight rounds use up
+// V8's budget for each of the three (seen in chromium 156's --trace-wasm-compilation-times: the
+// three are among its first optimising compiles). Natively it is just a few small products.
+double gemm_warm_up(int rounds = 8);
+
 }  // namespace vitlens
