@@ -206,6 +206,25 @@ describe('the page', { skip }, () => {
     assert.deepEqual(tab.consoleErrors, []);
   });
 
+  test('a first scene the browser cannot decode is reported, decoded ahead or not', async () => {
+    // gallery.js decodes the first scene while the engine starts (files.js, decode); a failure
+    // there surfaces when the scene is opened, as any image's does.
+    const t = await openPage(env);
+    const first = labels.scenes[0].image;
+    await t.context.route(`**/models/gallery/${first}`, (route) => route.fulfill({ status: 200, contentType: 'image/png', body: 'not a png' }));
+    try {
+      await t.page.goto(env.server.url);
+      await t.page.waitForSelector('#error', { state: 'visible', timeout: 60_000 });
+      const text = await t.page.textContent('#error-text');
+      assert.ok(text.includes(`Could not open ${first}: `), text);
+      assert.match(text, /not an image the browser can decode.*\[bad_image\]/);
+      assert.equal(await t.page.getAttribute('html', 'data-first-explanation-ms'), null);
+      assert.deepEqual(t.consoleErrors, [], 'no unhandled rejection of the early decode');
+    } finally {
+      await t.context.close();
+    }
+  });
+
   test('without the shipped model the page says so and shows the gallery at once', async () => {
     const t = await openPage(env);
     await t.context.route('**/models/vitlens-scenes.vitl', (route) => route.fulfill({ status: 404, body: 'not here' }));

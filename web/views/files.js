@@ -177,15 +177,21 @@ export function createFilesView(app) {
 
   // ---- images ----------------------------------------------------------------------------
 
+  // The pixels the worker sees of an image (a Blob the browser can decode): a promise of the
+  // ImageBitmap, rejected when the browser cannot decode it.
+  function decode(blob) {
+    return createImageBitmap(blob, { colorSpaceConversion: 'none' });
+  }
+
   // Opens an image (a Blob the browser can decode), classifies and explains it; resolves once
-  // the main explanation is drawn.
-  // Opens an image: `labels` names its objects (a gallery scene's), `items` lists them with their
-  // masks ([{ cls, name, mask: url }], the scene's labels.json) when known.
-  async function openImage(blob, name, labels = null, items = null) {
+  // the main explanation is drawn. `labels` names its objects (a gallery scene's), `items` lists
+  // them with their masks ([{ cls, name, mask: url }], the scene's labels.json) when known;
+  // `decoded` is its decode(blob) when started earlier.
+  async function openImage(blob, name, labels = null, items = null, decoded = null) {
     app.clearError();
     let bitmap;
     try {
-      bitmap = await createImageBitmap(blob, { colorSpaceConversion: 'none' }); // the pixels the worker sees
+      bitmap = await (decoded ?? decode(blob));
     } catch {
       app.showError(`Could not open ${name}`, new VitlensError('bad_image', 'this file is not an image the browser can decode (PNG, JPEG, GIF, WebP, BMP…)'));
       return;
@@ -234,5 +240,5 @@ export function createFilesView(app) {
     saveBlob(new Blob([bytes], { type: 'application/octet-stream' }), `${exportBase()}.npy`);
   }
 
-  return { openImage, loadShippedModel, reloadModel };
+  return { decode, openImage, loadShippedModel, reloadModel };
 }
