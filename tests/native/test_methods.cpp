@@ -97,14 +97,23 @@ std::map<std::string, double> run_case(Case& c, std::map<int, ExplainState>& sta
 }
 
 // The report against the reference's: same layers in the same order, sums within tol·max(1, |v|).
-void check_report(const ConservationReport& ours, const nlohmann::json& ref, double tol) {
+// The report against the reference's; with `until`, only the reference's layers up to and including
+// that one (a pass that stopped there: nothing reached the tokens).
+void check_report(const ConservationReport& ours, const nlohmann::json& ref, double tol, const std::string& until = "") {
   auto close = [tol](double a, double b) { return std::fabs(a - b) <= tol * std::max(1.0, std::fabs(b)); };
-  CHECK(close(ours.seed_sum, ref["seed_sum"]));
-  CHECK(close(ours.tokens_sum, ref["tokens_sum"]));
-  if (ref.contains("image_sum")) CHECK(close(ours.image_sum, ref["image_sum"]));
   const nlohmann::json& layers = ref["layers"];
-  REQUIRE(ours.layers.size() == layers.size());
-  for (size_t i = 0; i < layers.size(); ++i) {
+  size_t count = layers.size();
+  if (!until.empty()) {
+    count = 0;
+    while (count < layers.size() && layers[count++]["layer"].get<std::string>() != until) {}
+    CHECK(std::isnan(ours.tokens_sum));
+  } else {
+    CHECK(close(ours.tokens_sum, ref["tokens_sum"]));
+    if (ref.contains("image_sum")) CHECK(close(ours.image_sum, ref["image_sum"]));
+  }
+  CHECK(close(ours.seed_sum, ref["seed_sum"]));
+  REQUIRE(ours.layers.size() == count);
+  for (size_t i = 0; i < count; ++i) {
     INFO(layers[i]["layer"].get<std::string>() << ": ours out " << ours.layers[i].relevance_out << " in "
                                                 << ours.layers[i].relevance_in << ", reference out "
                                                 << layers[i]["relevance_out"].get<double>() << " in "
@@ -138,7 +147,17 @@ TEST_CASE("the conservation report matches the reference layer by layer", "[meth
       st.set_input(c.model, c.input);
       MethodOptions opt;
       opt.target = t;
-      for (const char* method : {"transformer-attribution", "lrp", "attnlrp"}) {
+      {
+        // transformer-attribution needs R_A down to block 0 only: its pass stops there, after block
+        // 0's attention core (lrp below resumes it; the next test case compares the two ways).
+        INFO(name << " t" << t << " transformer-attribution");
+        const nlohmann::json ref = read_json(c.dir + "conservation_transformer-attribution_t" + std::to_string(t) + ".json");
+        const Explanation stopped = explain(c.model, st, "transformer-attribution", opt);
+        check_report(stopped.conservation, ref, 1e-6, "blocks.0.attn.q_kT");
+        CHECK(std::isnan(stopped.conservation.block_input_sums[0]));
+        CHECK(std::fabs(stopped.conservation.block_input_sums[1] - 1.0) < 1e-6);
+      }
+      for (const char* method : {"lrp", "attnlrp"}) {
         INFO(name << " t" << t << " " << method);
         const Explanation ex = explain(c.model, st, method, opt);
         const nlohmann::json ref =
@@ -159,6 +178,39 @@ TEST_CASE("the conservation report matches the reference layer by layer", "[meth
                    read_json(c.dir + "conservation_lrp-baseline-rules_t" + std::to_string(t) + ".json"), 1e-4);
       CHECK(ex.conservation.layers.front().relevance_in == Approx(2.0).epsilon(1e-6));  // the head: 2ΣR
     }
+  }
+}
+
+TEST_CASE("a relevance pass stopped at an R_A and resumed is the pass run through at once", "[methods]") {
+  // partial-lrp stops at the last block's R_A, transformer-attribution at block 0's (or at
+  // start-layer's); lrp then resumes the pass from there. Everything it gives is what a pass that
+  // went to the pixels in one call gives, to the bit.
+  for (const char* name : {"nonsquare", "gray"}) {
+    const Case c = load_case(name);
+    ExplainState once, resumed;
+    once.set_input(c.model, c.input);
+    resumed.set_input(c.model, c.input);
+    MethodOptions opt, from_1;
+    from_1.start_layer = 1;
+    const Explanation direct = explain(c.model, once, "lrp", opt);
+    const Explanation partial = explain(c.model, resumed, "partial-lrp", opt);
+    INFO(name);
+    CHECK(partial.conservation.layers.back().layer == "blocks." + std::to_string(c.model.config.depth - 1) + ".attn.q_kT");
+    explain(c.model, resumed, "transformer-attribution", from_1);
+    explain(c.model, resumed, "partial-lrp", opt);
+    explain(c.model, resumed, "transformer-attribution", opt);
+    const Explanation later = explain(c.model, resumed, "lrp", opt);
+    CHECK((later.pixel_map.array() == direct.pixel_map.array()).all());
+    CHECK((later.token_map.array() == direct.token_map.array()).all());
+    REQUIRE(later.conservation.layers.size() == direct.conservation.layers.size());
+    for (size_t i = 0; i < direct.conservation.layers.size(); ++i) {
+      INFO(direct.conservation.layers[i].layer);
+      CHECK(later.conservation.layers[i].layer == direct.conservation.layers[i].layer);
+      CHECK(later.conservation.layers[i].relevance_out == direct.conservation.layers[i].relevance_out);
+      CHECK(later.conservation.layers[i].relevance_in == direct.conservation.layers[i].relevance_in);
+    }
+    CHECK(later.conservation.block_input_sums == direct.conservation.block_input_sums);
+    CHECK(later.conservation.image_sum == direct.conservation.image_sum);
   }
 }
 

@@ -234,8 +234,8 @@ TEST_CASE("variants: the double forward's last block formed where the head reads
         INFO(rules->name << (rules == &older ? " (older rules)" : ""));
         for (int target : {0, m.config.classes - 1}) {
           RelevancePass a, b;
-          lrp_propagate(a, m, head, *rules, target, 0, true);
-          lrp_propagate(b, m, full, *rules, target, 0, true);
+          lrp_propagate(a, m, head, *rules, target, 0, LrpDepth::pixels);
+          lrp_propagate(b, m, full, *rules, target, 0, LrpDepth::pixels);
           auto same = [](const MatD& u, const MatD& v) {
             REQUIRE(u.rows() == v.rows());
             REQUIRE(u.cols() == v.cols());

@@ -119,6 +119,11 @@ TEST_CASE("walk: transformer-attribution's steps are its intermediates, its map 
       ExplainState fresh;
       fresh.set_input(l.model, l.input);
       const Explanation ex = explain(l.model, fresh, "transformer-attribution", with);
+      // The method's pass stops at R_A of its lowest block; lrp (the same rules) resumes it to the
+      // pixels: the Σ R at each block's input that the walk shows.
+      MethodOptions lrp_opt;
+      lrp_opt.target = ex.target;
+      const ConservationReport whole = explain(l.model, fresh, "lrp", lrp_opt).conservation;
       check_shape_of_steps(w, c);
       const int first = opt.block >= 0 ? opt.block : opt.start_layer;
       const int last = opt.block >= 0 ? opt.block : c.depth - 1;
@@ -148,7 +153,8 @@ TEST_CASE("walk: transformer-attribution's steps are its intermediates, its map 
         for (const LayerRelevance& lr : ex.conservation.layers)
           if (lr.layer == "blocks." + std::to_string(b) + ".attn.softmax") at_a = lr.relevance_out;
         CHECK(r.relevance == at_a);
-        CHECK(r.sums.back().value == ex.conservation.block_input_sums[size_t(b)]);
+        CHECK(r.sums.back().value == whole.block_input_sums[size_t(b)]);
+        CHECK(std::isnan(ex.conservation.block_input_sums[size_t(b)]) == (b == first));
         const WalkStep& bar = step_of(w, id + "bar");
         const Mat bar_mean = mean_of(bi.product_heads);
         CHECK(same(bar.matrix, bar_mean));

@@ -130,7 +130,15 @@ test('explain(): intermediates, conservation and errors', async () => {
     } finally {
       y.delete();
     }
-    assert.ok(Math.abs(ex.relevanceSums.tokens - 1) < 1e-6);
+    // transformer-attribution's pass stops at block 0's R_A (its attention core): neither block 0's
+    // input nor the tokens are reached; lrp resumes the same pass to the pixels.
+    assert.equal(ex.relevanceSums.tokens, null);
+    assert.equal(ex.relevanceSums.blockInputs[0], null);
+    assert.ok(Math.abs(ex.relevanceSums.blockInputs[1] - 1) < 1e-6);
+    assert.equal(ex.conservation.at(-1).layer, 'blocks.0.attn.q_kT');
+    const whole = x.explain('lrp', { target: ex.target });
+    assert.ok(Math.abs(whole.relevanceSums.tokens - 1) < 1e-6);
+    assert.deepEqual(whole.conservation.slice(0, ex.conservation.length), ex.conservation);
     assert.equal(ex.conservation[0].layer, 'head');
     // The report's layers (made in objects.js from one string and one Float64Array): plain
     // objects, the names in propagation order from the head down, the first layer's sum out the

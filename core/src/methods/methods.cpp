@@ -241,7 +241,7 @@ const OutputSpec intermediates{OutputId::intermediates, "intermediates",
                                {"depth", "tokens", "tokens"}, "when asked for",
                                "per-block head means of what the method computes, and per head R_A and the terms of Ā (empty fields: not computed)"};
 const OutputSpec conservation{OutputId::conservation, "conservation", "(layers) × {layer, relevance-out, relevance-in}",
-                              {"layers"}, "always", "Σ relevance arriving at and leaving each layer, in propagation order"};
+                              {"layers"}, "always", "Σ relevance arriving at and leaving each layer, in propagation order, as far as the pass has gone"};
 const OutputSpec relevance_sums{OutputId::relevance_sums, "relevance-sums", "{seed, block-inputs (L), tokens, image}",
                                 {"depth"}, "always", "Σ relevance at the seed, each block's input, the tokens E0, the image"};
 const OutputSpec completeness{OutputId::completeness, "completeness", "{attribution-sum, f-input, f-baseline, gap}", {},

@@ -53,6 +53,14 @@ RelevancePass& chefer_pass(ExplainState& st, const MethodOptions& opt, LrpRules&
   return same_rules(rules, kCheferRules) ? st.chefer : st.chefer_variant;
 }
 
+const RelevancePass& chefer_pass_to_input(const Model& m, ExplainState& st, const MethodOptions& opt, int target,
+                                          int block) {
+  LrpRules rules;
+  RelevancePass& pass = chefer_pass(st, opt, rules);
+  lrp_propagate(pass, m, trace_d(m, st, opt.precision), rules, target, block, LrpDepth::block_input);
+  return pass;
+}
+
 // Chefer, Gur & Wolf 2021: Ā_b = E_h[(∇A_b ⊙ R_{A_b})⁺], C = (I + Ā_L)·…·(I + Ā_s), no row
 // normalisation; map = C[0, 1:] (qᵀC on the patch columns). The ablations: Ā_b = E_h[(R_{A_b})⁺]
 // ("without gradients", as the paper's code runs it: weight none), Ā_b = E_h[(A_b ⊙ R_{A_b})⁺] (as
@@ -90,7 +98,10 @@ void transformer_attribution(Explanation& out, const Model& m, ExplainState& st,
   auto heads = [&](int b) { return opt.want_intermediates ? &out.blocks[size_t(b)].product_heads : nullptr; };
   LrpRules rules;
   RelevancePass& pass = chefer_pass(st, opt, rules);
-  lrp_propagate(pass, m, trace_d(m, st, opt.precision), rules, out.target, lowest, false);
+  // The map needs R_A down to block `lowest` only: the pass stops there, after that block's
+  // attention core (the report then ends at its attn.q_kT; a later method that needs more, lrp or
+  // the guided walk, resumes the pass). 3–5 % of the method: the qkv layer's three products.
+  lrp_propagate(pass, m, trace_d(m, st, opt.precision), rules, out.target, lowest, LrpDepth::attention);
   Eigen::RowVectorXd row = query_row(c);  // (n) qᵀ·C
   if (opt.block >= 0) {
     MatD bar = positive_head_mean(pass.r_attn[size_t(opt.block)], weights(opt.block), heads(opt.block));
@@ -117,7 +128,9 @@ void partial_lrp(Explanation& out, const Model& m, ExplainState& st, const Metho
   const Config& c = m.config;
   LrpRules rules;
   RelevancePass& pass = chefer_pass(st, opt, rules);
-  lrp_propagate(pass, m, trace_d(m, st, opt.precision), rules, out.target, c.depth - 1, false);
+  // Down to the last block's R_A only: not through its qkv layer (whose k and v rows all carry
+  // relevance), which would take most of the relevance pass here.
+  lrp_propagate(pass, m, trace_d(m, st, opt.precision), rules, out.target, c.depth - 1, LrpDepth::attention);
   out.token_map = grid_from_row(query_row(c) * positive_head_mean(pass.r_attn.back(), nullptr, nullptr), c);
   out.conservation = pass.report;
   add_attention_intermediates(out, st.trace, nullptr);
@@ -129,7 +142,7 @@ namespace {
 // A relevance pass all the way to the pixels: pixel map Σ_c R_x, token map Σ_d R_{E0} per patch.
 void lrp_to_pixels(Explanation& out, const Model& m, ExplainState& st, RelevancePass& pass,
                    const LrpRules& rules, LrpPrecision precision) {
-  lrp_propagate(pass, m, trace_d(m, st, precision), rules, out.target, 0, true);
+  lrp_propagate(pass, m, trace_d(m, st, precision), rules, out.target, 0, LrpDepth::pixels);
   out.pixel_map = pass.pixel_map.cast<float>();
   out.token_map = token_relevance(pass, m.config);
   out.conservation = pass.report;

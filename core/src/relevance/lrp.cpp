@@ -235,14 +235,17 @@ void propagate_head(RelevancePass& pass, const Model& m, const TraceD& t, const 
   return buf;
 }
 
-// Through block b: pass.r at the block's output → pass.r at its input.
-void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules,
-                     int b) {
+std::string layer_prefix(int b) { return "blocks." + std::to_string(b) + "."; }
+
+// Block b's upper half: pass.r at the block's output → R_A of its heads, pass.r_qkv (at q, k,
+// v) and pass.r_res1 (add1's share to the residual x_b).
+void propagate_block_upper(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules,
+                           int b) {
   const BlockTraceD& bt = t.blocks[size_t(b)];
   const BlockParams& w = m.params.blocks[size_t(b)];
   ConservationReport& rep = pass.report;
   LrpScratch& s = pass.scratch;
-  const std::string pre = "blocks." + std::to_string(b) + ".";
+  const std::string pre = layer_prefix(b);
   BlockTokenRelevance& tok = pass.block_tokens[size_t(b)];
   const Eigen::Index d = pass.r.cols();
   tok.output = token_sums(pass.r);
@@ -272,33 +275,45 @@ void propagate_block(RelevancePass& pass, const Model& m, const TraceD& t, const
   log_layer(rep, pre + "clone2", sum_mid, sum_mid);
   tok.mid = token_sums(r_res);
   // x' = x_b + γ1 ⊙ o
-  add_relevance(r_tmp, r_branch, r_res, bt.x, scaled(branch_scaled, bt.attn_out, w.ls1), rules.add);
+  add_relevance(pass.r_res1, r_branch, r_res, bt.x, scaled(branch_scaled, bt.attn_out, w.ls1), rules.add);
   const double sum_attn_branch = total(r_branch);
-  log_layer(rep, pre + "add1", sum_mid, total(r_tmp) + sum_attn_branch);
-  tok.residual1 = token_sums(r_tmp);
+  log_layer(rep, pre + "add1", sum_mid, total(pass.r_res1) + sum_attn_branch);
+  tok.residual1 = token_sums(pass.r_res1);
   tok.attn_branch = token_sums(r_branch);
-  MatD r_ctx, r_qkv;  // (n, d), (n, 3d)
+  MatD& r_ctx = r_tmp;  // (n, d)
   linear_relevance(r_ctx, r_branch, bt.ctx, bt.attn_out, w.proj_w, w.proj_b, rules.linear, s, &w.proj_packs);
   const double sum_ctx = total(r_ctx);
   log_layer(rep, pre + "attn.proj", sum_attn_branch, sum_ctx);
   tok.ctx = token_sums(r_ctx);
   const AttentionRelevanceSums a =
-      attention_relevance(r_qkv, pass.r_attn[size_t(b)], r_ctx, bt.qkv, bt.attn, bt.ctx,
+      attention_relevance(pass.r_qkv, pass.r_attn[size_t(b)], r_ctx, bt.qkv, bt.attn, bt.ctx,
                           int(bt.attn.size()), rules.product, rules.softmax, s);
   log_layer(rep, pre + "attn.A_v", sum_ctx, a.attn + a.v);
   log_layer(rep, pre + "attn.softmax", a.attn, a.scores);
   log_layer(rep, pre + "attn.q_kT", a.scores, a.q + a.k);
-  tok.q = column_sums(r_qkv, 0, d);  // r_qkv = [R_q | R_k | R_v], heads inside each
-  tok.k = column_sums(r_qkv, d, d);
-  tok.v = column_sums(r_qkv, 2 * d, d);
-  linear_relevance(r_res, r_qkv, bt.ln1, bt.qkv, w.qkv_w, w.qkv_b, rules.linear, s, &w.qkv_packs);
-  const double sum_ln1 = total(r_res);
-  log_layer(rep, pre + "attn.qkv", total(r_qkv), sum_ln1);
-  tok.attn_in = token_sums(r_res);
-  layernorm_relevance(r_branch, r_res, bt.x, bt.ln1, bt.ln1_rstd, w.norm1_w, rules.layernorm);
-  log_layer(rep, pre + "norm1", sum_ln1, total(r_branch));
-  tok.attn_path = token_sums(r_branch);
-  sum_of(pass.r, r_tmp, r_branch);  // x_b feeds both the residual and LN1
+  tok.q = column_sums(pass.r_qkv, 0, d);  // r_qkv = [R_q | R_k | R_v], heads inside each
+  tok.k = column_sums(pass.r_qkv, d, d);
+  tok.v = column_sums(pass.r_qkv, 2 * d, d);
+}
+
+// Block b's lower half: pass.r_qkv and pass.r_res1 → pass.r at the block's input, through the qkv
+// layer, LN1 and the clone of x_b.
+void propagate_block_lower(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules,
+                           int b) {
+  const BlockTraceD& bt = t.blocks[size_t(b)];
+  const BlockParams& w = m.params.blocks[size_t(b)];
+  ConservationReport& rep = pass.report;
+  const std::string pre = layer_prefix(b);
+  BlockTokenRelevance& tok = pass.block_tokens[size_t(b)];
+  MatD r_ln1, r_path;  // (n, d)
+  linear_relevance(r_ln1, pass.r_qkv, bt.ln1, bt.qkv, w.qkv_w, w.qkv_b, rules.linear, pass.scratch, &w.qkv_packs);
+  const double sum_ln1 = total(r_ln1);
+  log_layer(rep, pre + "attn.qkv", total(pass.r_qkv), sum_ln1);
+  tok.attn_in = token_sums(r_ln1);
+  layernorm_relevance(r_path, r_ln1, bt.x, bt.ln1, bt.ln1_rstd, w.norm1_w, rules.layernorm);
+  log_layer(rep, pre + "norm1", sum_ln1, total(r_path));
+  tok.attn_path = token_sums(r_path);
+  sum_of(pass.r, pass.r_res1, r_path);  // x_b feeds both the residual and LN1
   const double sum_in = total(pass.r);
   log_layer(rep, pre + "clone1", sum_in, sum_in);
   tok.input = token_sums(pass.r);
@@ -337,15 +352,16 @@ void propagate_embedding(RelevancePass& pass, const Model& m, const TraceD& t, c
 }  // namespace
 
 void lrp_propagate(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules,
-                   int target, int down_to_block, bool to_pixels) {
+                   int target, int down_to_block, LrpDepth depth) {
   const Config& c = m.config;
   assert(target >= 0 && target < c.classes);
   assert(down_to_block >= 0 && down_to_block < c.depth);
-  assert(!to_pixels || down_to_block == 0);
+  assert(depth != LrpDepth::pixels || down_to_block == 0);
   if (pass.target != target || !same_rules(pass.rules, rules)) {
     pass.target = target;
     pass.rules = rules;
     pass.next_block = c.depth - 1;
+    pass.mid_block = false;
     pass.at_pixels = false;
     pass.r_attn.assign(size_t(c.depth), {});
     pass.block_tokens.assign(size_t(c.depth), {});
@@ -355,9 +371,19 @@ void lrp_propagate(RelevancePass& pass, const Model& m, const TraceD& t, const L
     pass.report.block_input_sums.assign(size_t(c.depth), std::numeric_limits<double>::quiet_NaN());
     propagate_head(pass, m, t, rules);
   }
-  for (; pass.next_block >= down_to_block; --pass.next_block) propagate_block(pass, m, t, rules, pass.next_block);
+  // Block by block, each in two halves, so that a pass that stopped at an R_A (transformer-
+  // attribution, partial-lrp) resumes where it stopped, with the same report as one run through.
+  for (; pass.next_block >= down_to_block; --pass.next_block) {
+    if (!pass.mid_block) {
+      propagate_block_upper(pass, m, t, rules, pass.next_block);
+      pass.mid_block = true;
+    }
+    if (pass.next_block == down_to_block && depth == LrpDepth::attention) return;
+    propagate_block_lower(pass, m, t, rules, pass.next_block);
+    pass.mid_block = false;
+  }
   if (pass.next_block < 0) pass.report.tokens_sum = pass.r.sum();
-  if (to_pixels && !pass.at_pixels) propagate_embedding(pass, m, t, rules);
+  if (depth == LrpDepth::pixels && !pass.at_pixels) propagate_embedding(pass, m, t, rules);
 }
 
 }  // namespace vitlens

@@ -140,6 +140,11 @@ struct RelevancePass {
   LrpRules rules{};             // the rule set of the pass so far
   int next_block = -1;          // the next block to propagate through (−1: all done)
   MatD r;                       // (n, d) relevance at the output of block next_block
+  // Block next_block's upper half is done (its R_A formed; lrp_propagate's LrpDepth::attention):
+  // r_qkv (n, 3d) and r_res1 (n, d) hold what its lower half reads, the relevance at q, k, v and
+  // add1's share to the residual x_b.
+  bool mid_block = false;
+  MatD r_qkv, r_res1;
   std::vector<std::vector<MatD>> r_attn;  // (L) × H × (n, n) R_A; empty for blocks not reached
   bool at_pixels = false;
   MatD r_tokens;                // (n, d) relevance at E0 (after norm_pre), when at_pixels
@@ -154,11 +159,18 @@ struct RelevancePass {
   LrpScratch scratch;
 };
 
-// Extends `pass` (restarting it if its target or rule set differs) through every block ≥ down_to_block, then
-// through the position-embedding add and the patch embedding if to_pixels (which needs
-// down_to_block = 0). After it, the report's tokens_sum and `r` hold E0's relevance once block 0
-// is done.
+// How far down lrp_propagate carries a pass.
+enum class LrpDepth {
+  attention,    // to R_A of block down_to_block (after its attention core's rules; the qkv
+                // layer, norm1 and the clone below it are left for a later call)
+  block_input,  // to the input of block down_to_block
+  pixels,       // to the input image (down_to_block = 0): the position-embedding add and the patch embedding
+};
+
+// Extends `pass` (restarting it if its target or rule set differs) through every block ≥ down_to_block, as
+// deep as `depth` says. After it, the report's tokens_sum and `r` hold E0's relevance once block 0
+// is done to its input.
 void lrp_propagate(RelevancePass& pass, const Model& m, const TraceD& t, const LrpRules& rules,
-                   int target, int down_to_block, bool to_pixels);
+                   int target, int down_to_block, LrpDepth depth);
 
 }  // namespace vitlens
