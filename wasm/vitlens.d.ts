@@ -252,7 +252,9 @@ export interface Explanation {
   pixelMap: Float32Array;
   height: number;
   width: number;
-  /** LRP methods: Σ relevance after each layer, in propagation order (empty otherwise). */
+  /** LRP methods: Σ relevance after each layer, in propagation order, as far as the input's pass has
+   * gone (transformer-attribution and partial-lrp stop at their lowest block's attn.q_kT unless a
+   * method that went further ran first; empty for the other methods). */
   conservation: LayerRelevance[];
   /** LRP methods: the seed, each block's input, the tokens E0 and the image (null if not reached). */
   relevanceSums?: { seed: number; blockInputs: Array<number | null>; tokens: number | null; image: number | null };
