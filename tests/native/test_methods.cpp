@@ -96,9 +96,9 @@ std::map<std::string, double> run_case(Case& c, std::map<int, ExplainState>& sta
   return worst;
 }
 
-// The report against the reference's: same layers in the same order, sums within tol·max(1, |v|).
-// The report against the reference's; with `until`, only the reference's layers up to and including
-// that one (a pass that stopped there: nothing reached the tokens).
+// The report against the reference's: same layers in the same order, sums within tol·max(1, |v|);
+// with `until`, only the reference's layers up to and including that one (a pass that stopped
+// there: nothing reached the tokens).
 void check_report(const ConservationReport& ours, const nlohmann::json& ref, double tol, const std::string& until = "") {
   auto close = [tol](double a, double b) { return std::fabs(a - b) <= tol * std::max(1.0, std::fabs(b)); };
   const nlohmann::json& layers = ref["layers"];

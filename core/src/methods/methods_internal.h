@@ -66,9 +66,10 @@ void discard_lowest(MatD& f, double ratio);
 // st.chefer_variant otherwise.
 RelevancePass& chefer_pass(ExplainState& st, const MethodOptions& opt, LrpRules& rules);
 
-// That pass for `target`, carried (on) down to block `block`'s input: transformer-attribution's
-// stops at R_A, and its guided walk shows the relevance at each block's input.
+// That pass for `target` (`rules` receives its rules), carried (on) down to block `block`'s input:
+// transformer-attribution's stops at R_A, and its guided walk shows the relevance at each block's
+// input.
 const RelevancePass& chefer_pass_to_input(const Model& m, ExplainState& st, const MethodOptions& opt, int target,
-                                          int block);
+                                          int block, LrpRules& rules);
 
 }  // namespace vitlens::detail

@@ -437,10 +437,9 @@ Line ta_line(const Ctx& x, const MethodOptions& opt, int first, int b) {
 void ta_walk(MethodWalk& w, const Ctx& x, ExplainState& st, const MethodOptions& opt, const Explanation& ex) {
   const int first = opt.block >= 0 ? opt.block : opt.start_layer;
   const int last = opt.block >= 0 ? opt.block : x.L - 1;
-  LrpRules rules;
-  detail::chefer_pass(st, opt, rules);
   // The method's pass stopped at R_A of block `first`; the walk shows Σ R at each block's input too.
-  const RelevancePass& pass = detail::chefer_pass_to_input(x.m, st, opt, ex.target, first);
+  LrpRules rules;
+  const RelevancePass& pass = detail::chefer_pass_to_input(x.m, st, opt, ex.target, first, rules);
   const ConservationReport& rep = pass.report;
   w.seed = rep.seed_sum;
   const Line general = ta_line(x, opt, first, -1);

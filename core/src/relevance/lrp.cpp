@@ -361,7 +361,6 @@ void lrp_propagate(RelevancePass& pass, const Model& m, const TraceD& t, const L
     pass.target = target;
     pass.rules = rules;
     pass.next_block = c.depth - 1;
-    pass.mid_block = false;
     pass.at_pixels = false;
     pass.r_attn.assign(size_t(c.depth), {});
     pass.block_tokens.assign(size_t(c.depth), {});
@@ -373,14 +372,12 @@ void lrp_propagate(RelevancePass& pass, const Model& m, const TraceD& t, const L
   }
   // Block by block, each in two halves, so that a pass that stopped at an R_A (transformer-
   // attribution, partial-lrp) resumes where it stopped, with the same report as one run through.
+  // A block's upper half is done once its R_A is formed (r_attn is reset with the pass).
   for (; pass.next_block >= down_to_block; --pass.next_block) {
-    if (!pass.mid_block) {
-      propagate_block_upper(pass, m, t, rules, pass.next_block);
-      pass.mid_block = true;
-    }
-    if (pass.next_block == down_to_block && depth == LrpDepth::attention) return;
-    propagate_block_lower(pass, m, t, rules, pass.next_block);
-    pass.mid_block = false;
+    const int b = pass.next_block;
+    if (pass.r_attn[size_t(b)].empty()) propagate_block_upper(pass, m, t, rules, b);
+    if (b == down_to_block && depth == LrpDepth::attention) return;
+    propagate_block_lower(pass, m, t, rules, b);
   }
   if (pass.next_block < 0) pass.report.tokens_sum = pass.r.sum();
   if (depth == LrpDepth::pixels && !pass.at_pixels) propagate_embedding(pass, m, t, rules);

@@ -140,10 +140,9 @@ struct RelevancePass {
   LrpRules rules{};             // the rule set of the pass so far
   int next_block = -1;          // the next block to propagate through (−1: all done)
   MatD r;                       // (n, d) relevance at the output of block next_block
-  // Block next_block's upper half is done (its R_A formed; lrp_propagate's LrpDepth::attention):
-  // r_qkv (n, 3d) and r_res1 (n, d) hold what its lower half reads, the relevance at q, k, v and
-  // add1's share to the residual x_b.
-  bool mid_block = false;
+  // Once block next_block's upper half is done (its r_attn formed; lrp_propagate's
+  // LrpDepth::attention), what its lower half reads: the relevance at q, k, v (n, 3d) and add1's
+  // share to the residual x_b (n, d).
   MatD r_qkv, r_res1;
   std::vector<std::vector<MatD>> r_attn;  // (L) × H × (n, n) R_A; empty for blocks not reached
   bool at_pixels = false;
