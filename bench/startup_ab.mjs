@@ -9,7 +9,9 @@
 // --b-web defaults to this checkout's web/, each --…-wasm to build-wasm/wasm; e.g. A = a copy of
 // web/ from another commit (git worktree), B = the working tree. Prints each build's median and
 // quartiles and the median of the per-pair differences B − A (the figure to quote: each pair ran
-// within a second or two of each other). Needs /usr/bin/chromium and playwright-core from
+// within a second or two of each other) with a 95 % bootstrap interval of that median: on a shared
+// 2-vCPU VM a page's first explanation spreads by ±150 ms, so 16–48 pairs resolve only differences
+// of ~50 ms or more (docs/performance.md, 2026-12-03, third session). Needs /usr/bin/chromium and playwright-core from
 // tests/browser (npm ci there).
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -49,6 +51,24 @@ const quantile = (xs, q) => {
   return s[Math.floor(i)] + (s[Math.ceil(i)] - s[Math.floor(i)]) * (i - Math.floor(i));
 };
 
+// The 95 % percentile-bootstrap interval of the median of xs (2 000 resamples; a fixed seed, so
+// that the same pairs always give the same interval).
+export function medianInterval(xs, resamples = 2000) {
+  let state = 0x9e3779b9;
+  const random = () => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return (state >>> 0) / 4294967296;
+  };
+  const medians = [];
+  for (let r = 0; r < resamples; r++) {
+    const sample = xs.map(() => xs[Math.floor(random() * xs.length)]);
+    medians.push(quantile(sample, 0.5));
+  }
+  return [quantile(medians, 0.025), quantile(medians, 0.975)];
+}
+
 async function main() {
   const o = parseArgs(process.argv.slice(2));
   const { chromium } = createRequire(new URL('../tests/browser/harness.mjs', import.meta.url))('playwright-core');
@@ -82,6 +102,7 @@ async function main() {
     pages: o.pages, isolate: o.isolate, search: o.search,
     A: { web: o.aWeb, wasm: o.aWasm, ms: builds.A.ms }, B: { web: o.bWeb, wasm: o.bWasm, ms: builds.B.ms },
     median_b_minus_a: quantile(diff, 0.5),
+    median_interval_95: medianInterval(diff),
   };
   if (o.json) {
     console.log(JSON.stringify(out, null, 1));
@@ -92,7 +113,9 @@ async function main() {
     console.log(`${k} (${builds[k].web}, ${builds[k].wasm}): first explanation a median ${quantile(ms, 0.5).toFixed(0)} ms ` +
       `(quartiles ${quantile(ms, 0.25).toFixed(0)}–${quantile(ms, 0.75).toFixed(0)}, ${ms.length} pages)`);
   }
-  console.log(`B − A, median of the ${diff.length} pairs: ${out.median_b_minus_a.toFixed(0)} ms`);
+  const [lo, hi] = out.median_interval_95;
+  console.log(`B − A, median of the ${diff.length} pairs: ${out.median_b_minus_a.toFixed(0)} ms ` +
+    `(95 % bootstrap interval ${lo.toFixed(0)} … ${hi.toFixed(0)} ms)`);
 }
 
 main().catch((e) => {
