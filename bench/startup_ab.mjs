@@ -10,9 +10,11 @@
 // web/ from another commit (git worktree), B = the working tree. Prints each build's median and
 // quartiles and the median of the per-pair differences B − A (the figure to quote: each pair ran
 // within a second or two of each other) with a 95 % bootstrap interval of that median: on a shared
-// 2-vCPU VM a page's first explanation spreads by ±150 ms, so 16–48 pairs resolve only differences
-// of ~50 ms or more (docs/performance.md, 2026-12-03, third session). Needs /usr/bin/chromium and playwright-core from
-// tests/browser (npm ci there).
+// 2-vCPU VM a page's first explanation spreads by ±150–200 ms, so 16–48 pairs resolve only
+// differences of ~70–160 ms (docs/performance.md, 2026-12-03, third session). The same for the
+// page's start-up stages and the worker's own times of its first calls (the page's timeline:
+// loadModelMs, decodeMs, prepareMs, explainMs), which spread less and say where a difference
+// comes from. Needs /usr/bin/chromium and playwright-core from tests/browser (npm ci there).
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -78,6 +80,7 @@ async function main() {
     const { startServer } = await import(pathToFileURL(path.join(b.web, 'serve.mjs')).href);
     b.server = await startServer({ port: 0, wasmDir: b.wasm, modelsDir: models.dir, isolate: o.isolate });
     b.ms = [];
+    b.timelines = [];
   }
   const browser = await chromium.launch({ executablePath: chromiumPath, args: CHROMIUM_ARGS });
   try {
@@ -88,6 +91,7 @@ async function main() {
           await tab.page.goto(builds[k].server.url + o.search);
           await tab.page.waitForFunction(() => document.documentElement.dataset.firstExplanationMs, null, { timeout: 60_000 });
           builds[k].ms.push(Number(await tab.page.evaluate(() => document.documentElement.dataset.firstExplanationMs)));
+          builds[k].timelines.push(JSON.parse(await tab.page.evaluate(() => document.documentElement.dataset.timeline ?? '{}')));
         } finally {
           await tab.context.close();
         }
@@ -100,9 +104,11 @@ async function main() {
   const diff = builds.A.ms.map((a, i) => builds.B.ms[i] - a);
   const out = {
     pages: o.pages, isolate: o.isolate, search: o.search,
-    A: { web: o.aWeb, wasm: o.aWasm, ms: builds.A.ms }, B: { web: o.bWeb, wasm: o.bWasm, ms: builds.B.ms },
+    A: { web: o.aWeb, wasm: o.aWasm, ms: builds.A.ms, timelines: builds.A.timelines },
+    B: { web: o.bWeb, wasm: o.bWasm, ms: builds.B.ms, timelines: builds.B.timelines },
     median_b_minus_a: quantile(diff, 0.5),
     median_interval_95: medianInterval(diff),
+    stages: stageTable(builds.A.timelines, builds.B.timelines),
   };
   if (o.json) {
     console.log(JSON.stringify(out, null, 1));
@@ -116,6 +122,31 @@ async function main() {
   const [lo, hi] = out.median_interval_95;
   console.log(`B − A, median of the ${diff.length} pairs: ${out.median_b_minus_a.toFixed(0)} ms ` +
     `(95 % bootstrap interval ${lo.toFixed(0)} … ${hi.toFixed(0)} ms)`);
+  if (out.stages.length) console.log('the timeline (medians; B − A, median of the pairs [95 % interval]):');
+  for (const s of out.stages) {
+    console.log(`  ${s.stage.padEnd(24)} A ${s.a.toFixed(1).padStart(7)}  B ${s.b.toFixed(1).padStart(7)}  ` +
+      `B − A ${s.diff.toFixed(1).padStart(7)} [${s.interval[0].toFixed(1)} … ${s.interval[1].toFixed(1)}]`);
+  }
+}
+
+// Per stage of the page's timeline that both builds record on every page: the builds' medians and
+// the median of the pairs' differences with its interval. The stages are ms since navigation and,
+// derived here, the time from the engine ready to the first explanation drawn; the *Ms keys are
+// the worker's own times of the first calls.
+function stageTable(ta, tb) {
+  const withDerived = (t) => ({ ...t, 'engine → explained': t.explained - t.engine });
+  const a = ta.map(withDerived), b = tb.map(withDerived);
+  const keys = ['script', 'engine', 'model', 'predicted', 'explained', 'engine → explained', 'loadModelMs', 'decodeMs', 'prepareMs', 'explainMs'];
+  const rows = [];
+  for (const stage of keys) {
+    if (![...a, ...b].every((t) => Number.isFinite(t[stage]))) continue;
+    const d = a.map((t, i) => b[i][stage] - t[stage]);
+    rows.push({
+      stage, a: quantile(a.map((t) => t[stage]), 0.5), b: quantile(b.map((t) => t[stage]), 0.5),
+      diff: quantile(d, 0.5), interval: medianInterval(d),
+    });
+  }
+  return rows;
 }
 
 main().catch((e) => {

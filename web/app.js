@@ -42,7 +42,7 @@ const app = {
   imageId: null, // the worker's handle of the image as classified; every per-image request names it (prediction)
   explanation: null, // the main view's explanation as drawn (explanation)
   query: 0, // the query token, an index into the model's tokens (tokens.js); 0, the CLS token, by default (explanation)
-  timeline: {}, // start-up stages, ms since navigation (reported with the first explanation)
+  timeline: {}, // start-up stages, ms since navigation, and the worker's own ms of the first calls (reported with the first explanation)
   views: {},
 
   call,
@@ -50,6 +50,7 @@ const app = {
   showError,
   clearError,
   mark,
+  workerMs,
   stop,
   methodInfo: (name) => app.methods.find((m) => m.name === name),
   className: (c) => app.info?.classNames[c] ?? `class ${c}`,
@@ -64,6 +65,13 @@ const app = {
 
 function mark(stage) {
   app.timeline[stage] ??= Math.round(performance.now());
+}
+
+// The worker's own time of the first call of a kind (`workerMs('explain', ex.ms)` → the
+// timeline's explainMs): at the start these calls run mostly in baseline code (docs/performance.md,
+// 2026-12-03, third session), and they vary less from page to page than the stages do.
+function workerMs(call, ms) {
+  app.timeline[`${call}Ms`] ??= Math.round(10 * ms) / 10;
 }
 
 // ---- status and errors ------------------------------------------------------------------

@@ -286,10 +286,13 @@ const handlers = {
     };
   },
 
+  // { info, ms: the engine's load of the bytes }
   async loadModel({ source }) {
     if (!vitlens) throw fail('not_ready', 'the engine is not loaded yet');
     const bytes = await sourceBytes(source, 'the model');
-    return { out: replaceModel(vitlens.Model.fromBytes(bytes)) };
+    const t0 = performance.now();
+    const out = replaceModel(vitlens.Model.fromBytes(bytes));
+    return { out: { ...out, ms: performance.now() - t0 } };
   },
 
   // A safetensors checkpoint converted tensor by tensor from the file's bytes (which stay in this
@@ -315,11 +318,14 @@ const handlers = {
   // 'aspect': the image's aspect): { image: id, predictions (by class), width, height (the
   // file's), info (the model that saw it: its imageH × imageW and tokens are the input's), aspect
   // ([h, w] the engine gives for the image's aspect), view (RGBA at info's size: what the network
-  // sees), ms, and sizeError ({ code, message }) when the resized model could not be made }.
+  // sees), ms (its forward pass) and decodeMs (its decoding), and sizeError ({ code, message }) when
+  // the resized model could not be made }.
   async prepare({ source, inputSize = 'model' }) {
     needModel();
     const blob = source.blob ?? new Blob([await sourceBytes(source, 'the image')]);
+    const decodeStart = performance.now();
     const { rgba, width, height } = await decodeRGBA(blob);
+    const decodeMs = performance.now() - decodeStart;
     if (inputSize !== 'model' && inputSize !== 'aspect') throw fail('bad_argument', `inputSize is 'model' or 'aspect', not '${inputSize}'`);
     const aspect = model.aspectInputSize(height, width);
     let seen = { model, info };
@@ -337,7 +343,7 @@ const handlers = {
     inputs.set(image, { x, info: seen.info });
     const view = modelView(x.tensor(), seen.info);
     predictions.sort((a, b) => a.class - b.class);
-    return { out: { image, predictions, width, height, info: seen.info, aspect, view, ms, sizeError }, transfer: [view.buffer] };
+    return { out: { image, predictions, width, height, info: seen.info, aspect, view, ms, decodeMs, sizeError }, transfer: [view.buffer] };
   },
 
   // Deletes an image's Input, and its masked copy (unknown ids are ignored: releasing twice is harmless).

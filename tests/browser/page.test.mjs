@@ -51,6 +51,13 @@ describe('the page', { skip }, () => {
       return seen.size;
     });
     assert.ok(spread > 20, `the overlay has ${spread} distinct colours`);
+    // The start-up timeline (measure.mjs and bench/startup_ab.mjs read it): its stages in order,
+    // and the worker's own times of its first calls.
+    await page.waitForFunction(() => document.documentElement.dataset.timeline);
+    const tl = JSON.parse(await page.evaluate(() => document.documentElement.dataset.timeline));
+    const stages = ['script', 'engine', 'model', 'predicted', 'explained'].map((k) => tl[k]);
+    assert.ok(stages.every((v, i) => Number.isFinite(v) && (i === 0 || v >= stages[i - 1])), JSON.stringify(tl));
+    for (const k of ['loadModelMs', 'decodeMs', 'prepareMs', 'explainMs']) assert.ok(Number.isFinite(tl[k]) && tl[k] >= 0, `${k} in ${JSON.stringify(tl)}`);
     // The other thumbnails' images are requested once the first explanation is drawn (gallery.js).
     await page.waitForFunction(() => [...document.querySelectorAll('#gallery .thumb img')].every((i) => i.complete && i.naturalWidth > 0), null, { timeout: 10_000 });
     await waitGridDone(page);

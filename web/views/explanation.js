@@ -80,6 +80,7 @@ export function createExplanationView(app) {
       $('timing').textContent = `${m.name} for “${app.className(ex.target)}”: ${total} ms in the worker (the forward pass of this image: ${app.predictMs.toFixed(1)} ms)` +
         (firstShown ? '.' : '; the first calls also pay for the browser compiling the engine’s code.');
       app.mark('explained'); // the first time: the page's first explanation, drawn (issue 15)
+      app.workerMs('explain', ex.ms);
       // The other views (the teaching rows, per-head views, curves: ~30 ms of canvases on the
       // first explanation) follow once the browser has painted this one; the counters below say
       // that every view has it.

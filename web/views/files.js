@@ -75,6 +75,7 @@ export function createFilesView(app) {
     const out = spec.kind === 'vitl'
       ? await app.call('loadModel', { source: spec.source })
       : await importModel(spec);
+    if (out.ms !== undefined) app.workerMs('loadModel', out.ms);
     app.info = out.info;
     modelSpec = spec;
     $('model-info').textContent = `${spec.label}: ${describeModel(out.info)}`;

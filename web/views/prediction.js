@@ -52,6 +52,8 @@ export function createPredictionView(app) {
     app.inputInfo = out.info;
     checkSize(out);
     app.mark('predicted');
+    app.workerMs('decode', out.decodeMs);
+    app.workerMs('prepare', out.ms);
     app.imageVersion++;
     app.predictions = out.predictions;
     app.predictMs = out.ms;
