@@ -55,7 +55,7 @@ const quantile = (xs, q) => {
 
 // The 95 % percentile-bootstrap interval of the median of xs (2 000 resamples; a fixed seed, so
 // that the same pairs always give the same interval).
-export function medianInterval(xs, resamples = 2000) {
+function medianInterval(xs, resamples = 2000) {
   let state = 0x9e3779b9;
   const random = () => {
     state ^= state << 13;
