@@ -16,69 +16,16 @@
 // loadModelMs, decodeMs, prepareMs, explainMs), which spread less and say where a difference
 // comes from. Needs /usr/bin/chromium and playwright-core from tests/browser (npm ci there).
 import { createRequire } from 'node:module';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 
-import { repo } from '../tests/node/support.mjs';
+import { medianInterval, pairedTable, parseAbArgs, printTable, quantile, startBuilds } from './ab.mjs';
 import { CHROMIUM_ARGS, chromiumPath, modelsDir, openPage } from '../tests/browser/harness.mjs';
 
-export function parseArgs(argv) {
-  const o = {
-    aWeb: null, aWasm: path.join(repo, 'build-wasm/wasm'), bWeb: path.join(repo, 'web'),
-    bWasm: path.join(repo, 'build-wasm/wasm'), pages: 16, isolate: false, search: '', json: false,
-  };
-  const dirs = { '--a-web': 'aWeb', '--a-wasm': 'aWasm', '--b-web': 'bWeb', '--b-wasm': 'bWasm' };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const value = () => {
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[++i];
-    };
-    if (a in dirs) o[dirs[a]] = path.resolve(value());
-    else if (a === '--pages') {
-      o.pages = Number(value());
-      if (!Number.isInteger(o.pages) || o.pages < 1) throw new Error('--pages takes a whole number ≥ 1');
-    } else if (a === '--isolate') o.isolate = true;
-    else if (a === '--search') o.search = value();
-    else if (a === '--json') o.json = true;
-    else throw new Error(`unknown argument ${a}`);
-  }
-  if (!o.aWeb) throw new Error('--a-web DIR is needed: the page to compare against (a web/ directory)');
-  return o;
-}
-
-const quantile = (xs, q) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const i = (s.length - 1) * q;
-  return s[Math.floor(i)] + (s[Math.ceil(i)] - s[Math.floor(i)]) * (i - Math.floor(i));
-};
-
-// The 95 % percentile-bootstrap interval of the median of xs (2 000 resamples; a fixed seed, so
-// that the same pairs always give the same interval).
-function medianInterval(xs, resamples = 2000) {
-  let state = 0x9e3779b9;
-  const random = () => {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    return (state >>> 0) / 4294967296;
-  };
-  const medians = [];
-  for (let r = 0; r < resamples; r++) {
-    const sample = xs.map(() => xs[Math.floor(random() * xs.length)]);
-    medians.push(quantile(sample, 0.5));
-  }
-  return [quantile(medians, 0.025), quantile(medians, 0.975)];
-}
-
 async function main() {
-  const o = parseArgs(process.argv.slice(2));
+  const o = parseAbArgs(process.argv.slice(2));
   const { chromium } = createRequire(new URL('../tests/browser/harness.mjs', import.meta.url))('playwright-core');
   const models = modelsDir();
-  const builds = { A: { web: o.aWeb, wasm: o.aWasm }, B: { web: o.bWeb, wasm: o.bWasm } };
+  const builds = await startBuilds(o, models.dir);
   for (const b of Object.values(builds)) {
-    const { startServer } = await import(pathToFileURL(path.join(b.web, 'serve.mjs')).href);
-    b.server = await startServer({ port: 0, wasmDir: b.wasm, modelsDir: models.dir, isolate: o.isolate });
     b.ms = [];
     b.timelines = [];
   }
@@ -123,10 +70,7 @@ async function main() {
   console.log(`B − A, median of the ${diff.length} pairs: ${out.median_b_minus_a.toFixed(0)} ms ` +
     `(95 % bootstrap interval ${lo.toFixed(0)} … ${hi.toFixed(0)} ms)`);
   if (out.stages.length) console.log('the timeline (medians; B − A, median of the pairs [95 % interval]):');
-  for (const s of out.stages) {
-    console.log(`  ${s.stage.padEnd(24)} A ${s.a.toFixed(1).padStart(7)}  B ${s.b.toFixed(1).padStart(7)}  ` +
-      `B − A ${s.diff.toFixed(1).padStart(7)} [${s.interval[0].toFixed(1)} … ${s.interval[1].toFixed(1)}]`);
-  }
+  printTable(out.stages);
 }
 
 // Per stage of the page's timeline that both builds record on every page: the builds' medians and
@@ -135,18 +79,8 @@ async function main() {
 // the worker's own times of the first calls.
 function stageTable(ta, tb) {
   const withDerived = (t) => ({ ...t, 'engine → explained': t.explained - t.engine });
-  const a = ta.map(withDerived), b = tb.map(withDerived);
   const keys = ['script', 'engine', 'model', 'predicted', 'explained', 'engine → explained', 'loadModelMs', 'decodeMs', 'prepareMs', 'explainMs'];
-  const rows = [];
-  for (const stage of keys) {
-    if (![...a, ...b].every((t) => Number.isFinite(t[stage]))) continue;
-    const d = a.map((t, i) => b[i][stage] - t[stage]);
-    rows.push({
-      stage, a: quantile(a.map((t) => t[stage]), 0.5), b: quantile(b.map((t) => t[stage]), 0.5),
-      diff: quantile(d, 0.5), interval: medianInterval(d),
-    });
-  }
-  return rows;
+  return pairedTable(ta.map(withDerived), tb.map(withDerived), keys);
 }
 
 main().catch((e) => {

@@ -1,6 +1,6 @@
 // serve.mjs — a small static server for the page, on 127.0.0.1 only, with no dependencies.
 //
-// One origin, three roots:  /         → web/            (the page)
+// One origin, three roots:  /         → web/            (the page: this file's directory)
 //                           /wasm/    → the wasm build  (vitlens.js, vitlens.wasm and the pthreads
 //                                       vitlens-mt.*; default build-wasm/wasm)
 //                           /models/  → models/         (the shipped model and its gallery)
@@ -15,7 +15,11 @@ import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+// The page is the directory this file sits in (so that a copy of web/ under any name serves
+// itself, as bench/startup_ab.mjs and bench/switch_ab.mjs need); the defaults of the other roots
+// are the checkout's around it.
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..');
 
 const MIME = {
   '.html': 'text/html; charset=utf-8',
@@ -59,7 +63,7 @@ export function startServer({ port = 8080, host = '127.0.0.1', wasmDir, modelsDi
   const roots = [
     ['/wasm/', path.resolve(wasmDir || process.env.VITLENS_WASM_DIR || path.join(repo, 'build-wasm/wasm'))],
     ['/models/', path.resolve(modelsDir || path.join(repo, 'models'))],
-    ['/', path.join(repo, 'web')],
+    ['/', here],
   ];
   const server = http.createServer((req, res) => {
     const url = new URL(req.url, 'http://localhost');
