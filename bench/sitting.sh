@@ -42,3 +42,6 @@ env_log
 node bench/vitb_chromium.mjs --rounds 2 > "$out/11_vitb.txt" 2>&1
 node bench/vitb_chromium.mjs --isolate --rounds 1 > "$out/12_vitb_isolated.txt" 2>&1
 env_log
+node bench/switch_ab.mjs --pages 4 --clicks 8 > "$out/13_switch_plain.txt" 2>&1
+node bench/switch_ab.mjs --isolate --pages 4 --clicks 8 > "$out/14_switch_isolated.txt" 2>&1
+env_log
