@@ -190,17 +190,21 @@ export function createFilesView(app) {
   // `decoded` is its decode(blob) when started earlier.
   async function openImage(blob, name, labels = null, items = null, decoded = null) {
     app.clearError();
+    // The worker decodes and classifies the bytes while this thread decodes them for drawing (a
+    // gallery click's prepare went out 5–10 ms sooner, docs/performance.md 2026-12-03, fourth session).
+    const prepared = app.info ? app.views.prediction.classify(blob) : null;
     let bitmap;
     try {
       bitmap = await (decoded ?? decode(blob));
     } catch {
+      prepared?.then(({ image }) => app.call('release', { image }).catch(() => {}), () => {});
       app.showError(`Could not open ${name}`, new VitlensError('bad_image', 'this file is not an image the browser can decode (PNG, JPEG, GIF, WebP, BMP…)'));
       return;
     }
     app.image?.bitmap.close();
     app.image = { blob, bitmap, name, labels, items };
     emit('image-changed', { image: app.image });
-    await app.views.prediction.predict();
+    await app.views.prediction.predict({ prepared });
   }
 
   function onFiles(files) {

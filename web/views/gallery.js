@@ -9,8 +9,11 @@ const GALLERY = './models/gallery/';
 
 export function createGalleryView(app) {
   const items = new Map(); // scene image → [{ cls, name, mask: url }]
-  const prefetched = new Map(); // scene image → its fetchScene(), until it is opened
-  const unshown = []; // [img, url]: thumbnails whose image is not requested yet (showThumbnails)
+  const prefetched = new Map(); // scene image → its fetchScene(…, true), until it is opened
+  // scene image → fetchScene(image): each scene's bytes fetched once, for its thumbnail, and kept
+  // for opening it (a click then waits for no request: 10–12 ms on a 2-core machine, issue 15)
+  const fetched = new Map();
+  const unshown = []; // [img, scene image]: thumbnails whose image is not requested yet (showThumbnails)
   let deferring = true; // until showThumbnails: new thumbnails wait in `unshown`
   on('image-changed', ({ image }) => mark(image.name));
   on('explained', showThumbnails);
@@ -37,8 +40,8 @@ export function createGalleryView(app) {
       b.dataset.image = s.image;
       b.title = `${s.image}: ${names.join(', ')}`;
       const img = document.createElement('img');
-      if (deferring) unshown.push([img, GALLERY + s.image]);
-      else img.src = GALLERY + s.image;
+      if (deferring) unshown.push([img, s.image]);
+      else showThumbnail(img, s.image);
       img.alt = `scene ${s.index ?? ''}: ${names.join(', ')}`;
       img.width = 64;
       img.height = 64;
@@ -51,14 +54,15 @@ export function createGalleryView(app) {
     // The page opens the first scene once the model has loaded: its bytes are fetched and
     // decoded now, while the engine starts, not after (the fetch 20–90 ms and the decode 5–50 ms
     // on the first explanation's path, issue 15).
-    if (scenes.length) prefetched.set(scenes[0].image, fetchScene(scenes[0].image, true));
+    if (scenes.length) {
+      const first = fetchScene(scenes[0].image, true);
+      prefetched.set(scenes[0].image, first);
+      sceneBytes(scenes[0].image, first.then(({ blob, error }) => ({ blob, error })));  // not its bitmap, which the page closes
+    }
     // The first thumbnail's image now, the others' once the first explanation is drawn (their two
     // dozen requests and decodes would share a 2-core machine with it: 180–200 ms later, issue 15),
     // when app.js says none will come, or 4 s from now at the latest (an explanation that failed).
-    if (unshown.length) {
-      const [img, url] = unshown.shift();
-      img.src = url;
-    }
+    if (unshown.length) showThumbnail(...unshown.shift());
     setTimeout(showThumbnails, 4000);
     return scenes.map((s) => ({ image: s.image, names: (s.items ?? []).map((it) => it.class_name ?? String(it.class)) }));
   }
@@ -67,7 +71,33 @@ export function createGalleryView(app) {
   // call this before the gallery's list has arrived).
   function showThumbnails() {
     deferring = false;
-    for (const [img, url] of unshown.splice(0)) img.src = url;
+    for (const [img, image] of unshown.splice(0)) showThumbnail(img, image);
+  }
+
+  // A thumbnail shows its scene's bytes as fetched once (sceneBytes); if they could not be
+  // fetched, the browser tries the file itself (and shows the alt text if it fails too).
+  function showThumbnail(img, image) {
+    sceneBytes(image).then(({ blob }) => {
+      if (!blob) {
+        img.src = GALLERY + image;
+        return;
+      }
+      const url = URL.createObjectURL(blob);
+      img.addEventListener('load', () => URL.revokeObjectURL(url), { once: true });
+      img.src = url;
+    });
+  }
+
+  // A scene's fetchScene(image), made once; a failed fetch is forgotten, so that opening the
+  // scene tries again.
+  function sceneBytes(image, started = null) {
+    let p = fetched.get(image);
+    if (!p) {
+      p = started ?? fetchScene(image);
+      fetched.set(image, p);
+      p.then(({ error }) => error && fetched.delete(image));
+    }
+    return p;
   }
 
   // A scene's bytes: { blob } or { error }; with `decode`, also { decoded }: its decode started
@@ -89,7 +119,7 @@ export function createGalleryView(app) {
   async function open(image, names) {
     const pending = prefetched.get(image);
     prefetched.delete(image);
-    const { blob, decoded, error } = await (pending ?? fetchScene(image));
+    const { blob, decoded, error } = await (pending ?? sceneBytes(image));
     if (error) {
       app.showError(`Could not fetch ${image}`, error);
       return;

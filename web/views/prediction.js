@@ -28,20 +28,31 @@ export function createPredictionView(app) {
     $('scores').replaceChildren();
   });
 
+  // Asks the worker to classify `blob` now: the explanations in flight (the previous image's) are
+  // cancelled first, so that it does not wait behind them. For predict's `prepared`: a new image's
+  // request is sent as it is opened, while the page decodes its own copy for drawing (files.js).
+  function classify(blob) {
+    app.cancelExplains();
+    const p = app.call('prepare', { source: { blob }, inputSize: app.inputSize });
+    p.catch(() => {}); // reported by predict, or dropped with an image that could not be opened
+    return p;
+  }
+
   // Classifies the current image (app.image.blob), then explains it; resolves once the main
-  // explanation is drawn. `grid: false` skips the all-methods grid (live updates while editing).
-  async function predict({ grid = true } = {}) {
+  // explanation is drawn. `grid: false` skips the all-methods grid (live updates while editing);
+  // `prepared`: classify(app.image.blob) when already sent.
+  async function predict({ grid = true, prepared = null } = {}) {
     const main = app.views.explanation;
     if (!app.info) {
       main.draw();
       app.setStatus('No model is loaded: load one under “Model”.');
       return;
     }
-    app.cancelExplains();
+    const request = prepared ?? classify(app.image.blob);
     app.setStatus(`Classifying ${app.image.name}…`);
     let out;
     try {
-      out = await app.call('prepare', { source: { blob: app.image.blob }, inputSize: app.inputSize });
+      out = await request;
     } catch (e) {
       app.showError(`Could not classify ${app.image.name}`, e);
       return;
@@ -140,5 +151,5 @@ export function createPredictionView(app) {
     app.views.explanation.explain().then(() => app.views.grid.run());
   }
 
-  return { predict, restore };
+  return { classify, predict, restore };
 }
