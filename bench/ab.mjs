@@ -7,7 +7,8 @@ import { pathToFileURL } from 'node:url';
 import { repo } from '../tests/node/support.mjs';
 
 // --a-web DIR [--a-wasm DIR] [--b-web DIR] [--b-wasm DIR] [--pages N] [--isolate] [--search S]
-// [--json], and the whole-number options of `counts` ({ '--clicks': 8 } → o.clicks). --b-web
+// [--json], and the whole-number options of `counts` with their defaults ({ '--clicks': 8 } →
+// o.clicks; '--pages' there replaces its default of 16). --b-web
 // defaults to this checkout's web/, each --…-wasm to build-wasm/wasm. Without --a-web, an error
 // unless `aOptional` (then only build B runs).
 export function parseAbArgs(argv, counts = {}, { aOptional = false } = {}) {

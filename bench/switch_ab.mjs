@@ -67,8 +67,7 @@ function clickTimes(log) {
 }
 
 async function main() {
-  const o = parseAbArgs(process.argv.slice(2), { '--clicks': 8 }, { aOptional: true });
-  if (!process.argv.includes('--pages')) o.pages = 8;
+  const o = parseAbArgs(process.argv.slice(2), { '--pages': 8, '--clicks': 8 }, { aOptional: true });
   const { chromium } = createRequire(new URL('../tests/browser/harness.mjs', import.meta.url))('playwright-core');
   const models = modelsDir();
   const builds = await startBuilds(o, models.dir);

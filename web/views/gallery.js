@@ -83,7 +83,9 @@ export function createGalleryView(app) {
         return;
       }
       const url = URL.createObjectURL(blob);
-      img.addEventListener('load', () => URL.revokeObjectURL(url), { once: true });
+      const done = () => URL.revokeObjectURL(url); // the image keeps what it decoded
+      img.addEventListener('load', done, { once: true });
+      img.addEventListener('error', done, { once: true });
       img.src = url;
     });
   }
