@@ -27,7 +27,7 @@ export class WorkerClient {
   // `worker`: one already started from workerUrl (boot.js's), adopted instead of a new one.
   constructor({ workerUrl = new URL('./worker.js', import.meta.url), worker = null } = {}) {
     this.workerUrl = workerUrl;
-    this.pending = new Map(); // id → { resolve, reject, type, onProgress }
+    this.pending = new Map(); // id → { resolve, reject, type, onProgress, flag (kept alive: views/util.js) }
     this.nextId = 1;
     this.start(worker);
   }
@@ -68,7 +68,10 @@ export class WorkerClient {
   // `priority` lets the request pass the non-priority explains queued in the worker (see worker.js).
   call(type, input = {}, transfer = [], { onProgress, priority = false } = {}) {
     const id = this.nextId++;
-    const promise = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject, type, onProgress }));
+    // The request's cancel flag stays reachable while it is pending (a plain page's flag revokes
+    // its URL once it is collected, which the engine would read as raised).
+    const flag = input?.cancelFlag ?? null;
+    const promise = new Promise((resolve, reject) => this.pending.set(id, { resolve, reject, type, onProgress, flag }));
     this.worker.postMessage(priority ? { type, id, in: input, priority } : { type, id, in: input }, transfer);
     promise.id = id;
     return promise;

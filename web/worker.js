@@ -13,10 +13,10 @@
 // page's main view) goes ahead of the non-priority explains queued at the end (the all-methods
 // grid), never ahead of anything else. `cancel` (in: { id }) drops a queued request, or discards
 // the result of the running one; both are answered with the error code 'cancelled'. A wasm call
-// cannot be interrupted by a message: to stop a long one, the client either sets the request's
-// cancel flag (explain's `cancelFlag`, a SharedArrayBuffer of one Int32, only when the page is
-// cross-origin isolated; the engine's onProgress callback reads it and returns false), or
-// terminates this worker and starts another.
+// cannot be interrupted by a message: to stop a long one, the client either raises the request's
+// cancel flag (`cancelFlag`: a SharedArrayBuffer of one Int32 when the page is cross-origin
+// isolated, else a blob URL it revokes; the engine's onProgress callback reads it and returns
+// false, cancelWatch below), or terminates this worker and starts another.
 // Large arrays travel as transferred buffers. Engine errors ("code: message" JS Errors thrown
 // by the bindings) become { code, message } in one place, toErr().
 //
@@ -199,11 +199,57 @@ function buffersOf(ex) {
   return [...new Set(list)];
 }
 
+// Whether a blob URL can be read now (a synchronous request: ~3 ms on a 2-vCPU VM); false once
+// the page has revoked it.
+function readable(url) {
+  try {
+    const req = new XMLHttpRequest();
+    req.open('GET', url, false);
+    req.send();
+    return req.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+// Whether this worker can read the page's blob URLs (its probe URL, read once; views/util.js).
+const probes = new Map();
+function canRead(probe) {
+  if (typeof probe !== 'string' || !probe.startsWith('blob:')) return false;
+  if (!probes.has(probe)) probes.set(probe, readable(probe));
+  return probes.get(probe);
+}
+
+// What a request's cancel flag (views/util.js) says, as a function: a shared Int32 (a cross-origin
+// isolated page) read at every call; a plain page's { url, probe }: the URL read at most every
+// 100 ms, raised once it cannot be read — when the probe can be (else the browser does not let a
+// worker read the page's URLs, nothing cancels, and the page restarts the worker, stopLong).
+function cancelWatch(flag) {
+  if (typeof SharedArrayBuffer === 'function' && flag instanceof SharedArrayBuffer) {
+    const a = new Int32Array(flag);
+    return () => Atomics.load(a, 0) !== 0;
+  }
+  const url = flag?.url;
+  if (typeof url !== 'string' || !url.startsWith('blob:') || !canRead(flag.probe)) return () => false;
+  let lastRead = -Infinity;
+  let first = true;
+  let raised = false;
+  return () => {
+    const now = performance.now();
+    if (!raised && now - lastRead >= 100) {
+      lastRead = now;
+      // The first read twice more before it counts: the page registers a new URL asynchronously.
+      raised = !readable(url) && !(first && (readable(url) || readable(url)));
+      first = false;
+    }
+    return raised;
+  };
+}
+
 // The onProgress option of a long method: posts { type: 'progress' } at most every 1 % or 100 ms,
-// and returns false (cancel) once the client has set the request's shared cancel flag.
+// and returns false (cancel) once the client has raised the request's cancel flag.
 function progressOption(id, cancelFlag) {
-  const shared = typeof SharedArrayBuffer === 'function' && cancelFlag instanceof SharedArrayBuffer;
-  const flag = shared ? new Int32Array(cancelFlag) : null;
+  const cancelled = cancelWatch(cancelFlag);
   let last = -1;
   let lastT = 0;
   return (fraction) => {
@@ -213,7 +259,7 @@ function progressOption(id, cancelFlag) {
       lastT = now;
       reply({ type: 'progress', id, out: { fraction } });
     }
-    return !(flag && Atomics.load(flag, 0) !== 0);
+    return !cancelled();
   };
 }
 

@@ -361,7 +361,7 @@ describe('the feed-forward view', { skip }, () => {
 
   test('a DeiT-tiny-shaped model (197 tokens, 12 blocks): progress, Cancel, Compute; times; values equal the engine\'s', async (t) => {
     const { tab, page, file } = await openWithDeitTiny(env, { dir });
-    // Cancel while the maps are computed (the page is not cross-origin isolated: the worker restarts).
+    // Cancel while the maps are computed (the engine stops at its next progress report).
     await page.focus('#ff-open > summary');
     await page.keyboard.press('Enter');
     await page.waitForFunction(() => Number(document.getElementById('ff-progress-row').dataset.fraction ?? 0) > 0, null, { timeout: 180_000 });

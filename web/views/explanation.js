@@ -135,9 +135,9 @@ export function createExplanationView(app) {
     $('progress-row').hidden = true;
   }
 
-  // Cancels the long method running in the main view: in the engine through the shared flag when
-  // the page is cross-origin isolated (the engine stops at its next progress report), otherwise —
-  // or if the engine does not stop within 3 s — by restarting the worker.
+  // Cancels the long method running in the main view: in the engine through its cancel flag (the
+  // engine stops at its next progress report), or — if it does not stop within 3 s — by
+  // restarting the worker (stopLong).
   async function cancelLong() {
     const pr = progress;
     if (!pr) return;

@@ -87,9 +87,8 @@ export function createFilesView(app) {
   }
 
   // A checkpoint converted in the worker, with a progress bar and Cancel (a ViT-B/16 is 330 MB).
-  // Cancel stops the engine at its next tensor when the page is cross-origin isolated (the shared
-  // flag), otherwise — or if it has not stopped within 3 s — restarts the worker, which loads the
-  // previous model again.
+  // Cancel stops the engine at its next tensor (the cancel flag, views/util.js), or — if it has not
+  // stopped within 3 s — restarts the worker, which loads the previous model again.
   async function importModel(spec) {
     const flag = cancelFlag();
     const size = spec.checkpoint.blob?.size;

@@ -8,7 +8,7 @@ import { $, cancelFlag, fitCanvas, raiseFlag } from './util.js';
 export function createGridView(app) {
   let run = 0; // counts runs; a result of an older run is dropped
   let pendingCalls = []; // the explain requests in flight
-  let flag = null; // the run's shared cancel flag (cross-origin isolated pages only)
+  let flag = null; // the run's cancel flag for its long methods (views/util.js)
 
   on('explains-cancelled', () => {
     raiseFlag(flag);
