@@ -5,7 +5,9 @@
 // same scenes in the same order; a pair is the same click in the two builds' pages of a turn.
 //
 //   node bench/switch_ab.mjs [--a-web DIR] [--a-wasm DIR] [--b-web DIR] [--b-wasm DIR]
-//                            [--pages 8] [--clicks 8] [--isolate] [--search S] [--json]
+//                            [--pages 8] [--clicks 8] [--gap MS] [--isolate] [--search S] [--json]
+// --gap MS: each click MS ms after the previous click's main explanation arrived, while the page
+// still works on that image (its grid's long methods), instead of once the page is idle.
 // Directories as in startup_ab.mjs (ab.mjs); without --a-web only this checkout's page (or
 // --b-web) runs, and its medians and quartiles are printed (bench/sitting.sh). Per click, ms after the click: `prepared` (the
 // worker's answer to `prepare`: the image decoded and classified), `explained` (its answer to the
@@ -67,7 +69,7 @@ function clickTimes(log) {
 }
 
 async function main() {
-  const o = parseAbArgs(process.argv.slice(2), { '--pages': 8, '--clicks': 8 }, { aOptional: true });
+  const o = parseAbArgs(process.argv.slice(2), { '--pages': 8, '--clicks': 8, '--gap': null }, { aOptional: true });
   const { chromium } = createRequire(new URL('../tests/browser/harness.mjs', import.meta.url))('playwright-core');
   const models = modelsDir();
   const builds = await startBuilds(o, models.dir);
@@ -89,8 +91,14 @@ async function main() {
             const before = Number(await page.evaluate(() => document.documentElement.dataset.explanations));
             await page.click(`#gallery .thumb >> nth=${(c + 1) % n}`);
             await page.waitForFunction((m) => Number(document.documentElement.dataset.explanations) > m, before, { timeout: 60_000 });
-            await waitIdle(page);
-            builds[k].clicks.push(clickTimes(await page.evaluate(() => window.__switchLog)));
+            if (o.gap) {
+              const log = await page.evaluate(() => window.__switchLog.slice());
+              builds[k].clicks.push(clickTimes(log));
+              await page.waitForTimeout(Math.max(0, o.gap - (await page.evaluate((t) => performance.now() - t, log.find((e) => e.click).t + builds[k].clicks.at(-1).explained))));
+            } else {
+              await waitIdle(page);
+              builds[k].clicks.push(clickTimes(await page.evaluate(() => window.__switchLog)));
+            }
           }
         } finally {
           await tab.context.close();
@@ -108,7 +116,8 @@ async function main() {
     return;
   }
   for (const [k, b] of Object.entries(builds)) console.log(`${k}: ${b.web}, ${b.wasm}`);
-  const what = `${builds.B.clicks.length} clicks per build (${o.pages} pages × ${o.clicks}${o.isolate ? ', cross-origin isolated' : ''}); ms after the click`;
+  const what = `${builds.B.clicks.length} clicks per build (${o.pages} pages × ${o.clicks}${o.isolate ? ', cross-origin isolated' : ''}` +
+    `${o.gap ? `, each ${o.gap} ms after the previous explanation` : ', each once the page is idle'}); ms after the click`;
   if (!builds.A) {
     console.log(`${what}, median [quartiles]:`);
     for (const key of keys) {
