@@ -8,9 +8,9 @@ import { repo } from '../tests/node/support.mjs';
 
 // --a-web DIR [--a-wasm DIR] [--b-web DIR] [--b-wasm DIR] [--pages N] [--isolate] [--search S]
 // [--json], and the whole-number options of `counts` with their defaults ({ '--clicks': 8 } →
-// o.clicks; '--pages' there replaces its default of 16). --b-web
-// defaults to this checkout's web/, each --…-wasm to build-wasm/wasm. Without --a-web, an error
-// unless `aOptional` (then only build B runs).
+// o.clicks; '--pages' there replaces its default of 16). --b-web defaults to this checkout's web/,
+// each --…-wasm to build-wasm/wasm. Without --a-web, an error unless `aOptional` (then only build
+// B runs).
 export function parseAbArgs(argv, counts = {}, { aOptional = false } = {}) {
   const o = {
     aWeb: null, aWasm: path.join(repo, 'build-wasm/wasm'), bWeb: path.join(repo, 'web'),

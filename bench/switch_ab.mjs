@@ -9,11 +9,12 @@
 // --gap MS: each click MS ms after the previous click's main explanation arrived, while the page
 // still works on that image (its grid's long methods), instead of once the page is idle.
 // Directories as in startup_ab.mjs (ab.mjs); without --a-web only this checkout's page (or
-// --b-web) runs, and its medians and quartiles are printed (bench/sitting.sh). Per click, ms after the click: `prepared` (the
-// worker's answer to `prepare`: the image decoded and classified), `explained` (its answer to the
-// main view's explain), `views` (every view has the explanation: <html data-explanations>), and
-// the worker's own `prepareMs` and `explainMs`. Prints each build's medians and the pairs' median
-// difference B − A with a 95 % bootstrap interval. Needs /usr/bin/chromium and playwright-core.
+// --b-web) runs, and its medians and quartiles are printed (bench/sitting.sh). Per click, ms after
+// the click: `prepared` (the worker's answer to `prepare`: the image decoded and classified),
+// `explained` (its answer to the main view's explain), `views` (every view has the explanation:
+// <html data-explanations>), and the worker's own `prepareMs` and `explainMs`. Prints each build's
+// medians and the pairs' median difference B − A with a 95 % bootstrap interval. Needs
+// /usr/bin/chromium and playwright-core.
 import { createRequire } from 'node:module';
 
 import { pairedTable, parseAbArgs, printTable, quantile, startBuilds } from './ab.mjs';
@@ -91,13 +92,13 @@ async function main() {
             const before = Number(await page.evaluate(() => document.documentElement.dataset.explanations));
             await page.click(`#gallery .thumb >> nth=${(c + 1) % n}`);
             await page.waitForFunction((m) => Number(document.documentElement.dataset.explanations) > m, before, { timeout: 60_000 });
-            if (o.gap) {
-              const log = await page.evaluate(() => window.__switchLog.slice());
-              builds[k].clicks.push(clickTimes(log));
-              await page.waitForTimeout(Math.max(0, o.gap - (await page.evaluate((t) => performance.now() - t, log.find((e) => e.click).t + builds[k].clicks.at(-1).explained))));
-            } else {
-              await waitIdle(page);
-              builds[k].clicks.push(clickTimes(await page.evaluate(() => window.__switchLog)));
+            const log = await page.evaluate(() => window.__switchLog.slice());
+            const times = clickTimes(log);
+            builds[k].clicks.push(times);
+            if (!o.gap) await waitIdle(page);
+            else {
+              const arrived = log.find((e) => e.click).t + times.explained; // the page's clock
+              await page.waitForTimeout(Math.max(0, o.gap - (await page.evaluate((t) => performance.now() - t, arrived))));
             }
           }
         } finally {

@@ -238,7 +238,8 @@ function cancelWatch(flag) {
     const now = performance.now();
     if (!raised && now - lastRead >= 100) {
       lastRead = now;
-      // The first read twice more before it counts: the page registers a new URL asynchronously.
+      // A failed first read is tried twice more before it counts: the page registers a new URL
+      // asynchronously (no such lag was seen, but a false cancel would lose the request).
       raised = !readable(url) && !(first && (readable(url) || readable(url)));
       first = false;
     }
