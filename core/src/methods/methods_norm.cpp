@@ -98,13 +98,9 @@ void norm_tables_build(NormTables& t, const Model& m, const Trace& tr, int block
     }
   });
   t.bo = bp.proj_b.cast<double>();
-  t.w2 = bp.fc2_w;
   t.b2 = bp.fc2_b;
   if (bp.ls1.size()) t.bo = t.bo.cwiseProduct(bp.ls1.cast<double>());
-  if (bp.ls2.size()) {  // LayerScale γ2 multiplies each FF piece and the FF's bias
-    t.w2 = bp.ls2.asDiagonal() * t.w2;
-    t.b2 = t.b2.cwiseProduct(bp.ls2);
-  }
+  if (bp.ls2.size()) t.b2 = t.b2.cwiseProduct(bp.ls2);  // LayerScale γ2 multiplies each FF piece and the FF's bias
   t.ln_bias_core = (t.bo.array() - t.bo.mean()).matrix().cwiseProduct(gamma2);
 }
 
@@ -167,8 +163,12 @@ void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, 
     }
     for (int k = 0; k < mlp; ++k) sj[k] *= scale[k];
   }
-  r.ff_out.resize(n, d);  // (n, mlp)·(mlp, d)
-  gemm_nt(r.ff_out.data(), s.data(), t.w2.data(), n, d, mlp, mlp, mlp, d, 1.0f, 0.0f);
+  // (n, mlp)·W2ᵀ (mlp, d), W2 read from the panels the forward pass packed it into (wasm: no
+  // packing of W2 in each of the n·L rows' products), then LayerScale's γ2 on the output columns.
+  r.ff_out.resize(n, d);
+  gemm_weight(r.ff_out.data(), s.data(), bp.fc2_w.data(), d, mlp, WeightProduct::times_wt, &bp.fc2_packs, n, mlp, d,
+              1.0f, 0.0f);
+  if (bp.ls2.size()) r.ff_out *= bp.ls2.asDiagonal();
   r.pieces[s_ff] = r.ff_out.cast<double>();
   // layer: the second residual
   r.pieces[s_layer] = xp + r.pieces[s_ff];
@@ -180,7 +180,9 @@ void norm_row(NormRow& r, const NormTables& t, const Model& m, const Trace& tr, 
   r.bias[s_res] = bo;
   r.bias[s_ln] = t.ln_bias_core * rstd + bp.norm2_b.cast<double>();
   const Vec hb = bp.fc1_w * r.bias[s_ln].cast<float>() + bp.fc1_b;  // (mlp) the bias piece's h, b1 included
-  r.bias[s_ff] = (t.w2 * hb.cwiseProduct(t.phi.row(i).transpose())).cast<double>() + t.b2.cast<double>();
+  Vec fb = bp.fc2_w * hb.cwiseProduct(t.phi.row(i).transpose());  // (d)
+  if (bp.ls2.size()) fb = fb.cwiseProduct(bp.ls2);
+  r.bias[s_ff] = fb.cast<double>() + t.b2.cast<double>();
   r.bias[s_layer] = bo + r.bias[s_ff];
 }
 

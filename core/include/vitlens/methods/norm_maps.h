@@ -56,7 +56,6 @@ struct NormTables {
   Mat phi;                      // (n, mlp)      act(h_i)/h_i at the actual pre-activation
   VecD bo;                      // (d)           γ1 ⊙ b_O
   VecD ln_bias_core;            // (d)           γ2 ⊙ (bo − mean(bo)), scaled by rstd2_i per row
-  Mat w2;                       // (d, mlp)      W2 with row r scaled by LayerScale's γ2[r]
   Vec b2;                       // (d)           γ2_ls ⊙ b2
 };
 
