@@ -12,7 +12,8 @@
 // --b-web) runs, and its medians and quartiles are printed (bench/sitting.sh). Per click, ms after
 // the click: `prepared` (the worker's answer to `prepare`: the image decoded and classified),
 // `explained` (its answer to the main view's explain), `views` (every view has the explanation:
-// <html data-explanations>), and the worker's own `prepareMs` and `explainMs`. Prints each build's
+// <html data-explanations>), `done` (the page idle again, its grid's long methods finished; not
+// with --gap), and the worker's own `prepareMs` and `explainMs`. Prints each build's
 // medians and the pairs' median difference B − A with a 95 % bootstrap interval. Needs
 // /usr/bin/chromium and playwright-core.
 import { createRequire } from 'node:module';
@@ -42,6 +43,8 @@ function instrument() {
   addEventListener('DOMContentLoaded', () => {
     new MutationObserver(() => log.push({ t: performance.now(), views: true }))
       .observe(document.documentElement, { attributes: true, attributeFilter: ['data-explanations'] });
+    new MutationObserver(() => log.push({ t: performance.now(), busy: !document.getElementById('busy').hidden }))
+      .observe(document.getElementById('busy'), { attributes: true, attributeFilter: ['hidden'] });
   });
 }
 
@@ -54,8 +57,9 @@ async function waitIdle(page) {
   }
 }
 
-// One click's times from the page's log.
-function clickTimes(log) {
+// One click's times from the page's log; `done` (the page idle again: the grid's long methods
+// included) only when the log was read once the page was idle.
+function clickTimes(log, idle) {
   const t0 = log.find((e) => e.click)?.t;
   const requests = new Map(log.filter((e) => e.request !== undefined).map((e) => [e.request, e]));
   const answer = (pred) => log.find((e) => e.reply !== undefined && e.t > t0 && pred(requests.get(e.reply)));
@@ -63,10 +67,16 @@ function clickTimes(log) {
   const explained = answer((r) => r?.type === 'explain' && r.priority);
   const views = log.find((e) => e.views && e.t > t0);
   if (t0 === undefined || !prepared || !explained || !views) throw new Error('a click was not answered: ' + JSON.stringify(log));
-  return {
+  const times = {
     prepared: prepared.t - t0, explained: explained.t - t0, views: views.t - t0,
     prepareMs: prepared.ms, explainMs: explained.ms,
   };
+  if (idle) {
+    const done = log.findLast((e) => e.busy === false && e.t > t0);
+    if (!done) throw new Error('the page did not become idle after the click: ' + JSON.stringify(log));
+    times.done = done.t - t0;
+  }
+  return times;
 }
 
 async function main() {
@@ -92,11 +102,11 @@ async function main() {
             const before = Number(await page.evaluate(() => document.documentElement.dataset.explanations));
             await page.click(`#gallery .thumb >> nth=${(c + 1) % n}`);
             await page.waitForFunction((m) => Number(document.documentElement.dataset.explanations) > m, before, { timeout: 60_000 });
-            const log = await page.evaluate(() => window.__switchLog.slice());
-            const times = clickTimes(log);
-            builds[k].clicks.push(times);
             if (!o.gap) await waitIdle(page);
-            else {
+            const log = await page.evaluate(() => window.__switchLog.slice());
+            const times = clickTimes(log, !o.gap);
+            builds[k].clicks.push(times);
+            if (o.gap) {
               const arrived = log.find((e) => e.click).t + times.explained; // the page's clock
               await page.waitForTimeout(Math.max(0, o.gap - (await page.evaluate((t) => performance.now() - t, arrived))));
             }
@@ -110,7 +120,7 @@ async function main() {
     await browser.close();
     for (const b of Object.values(builds)) await b.server.close();
   }
-  const keys = ['prepared', 'explained', 'views', 'prepareMs', 'explainMs'];
+  const keys = ['prepared', 'explained', 'views', ...(o.gap ? [] : ['done']), 'prepareMs', 'explainMs'];
   const rows = builds.A ? pairedTable(builds.A.clicks, builds.B.clicks, keys) : [];
   if (o.json) {
     console.log(JSON.stringify({ pages: o.pages, clicks: o.clicks, isolate: o.isolate, ...builds, rows }, (key, v) => (key === 'server' ? undefined : v), 1));
