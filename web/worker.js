@@ -251,8 +251,9 @@ function cancelWatch(flag) {
 // most every 100 ms and at the end, and returns false (cancel) once the client has raised the
 // request's cancel flag. Each message redraws a progress readout, i.e. a frame of the page: posted
 // at every 1 % as before, an image's grid sent ~200 and the page's main thread spent nearly as long
-// drawing frames as the worker computed, on the two cores they share; the grid now finishes ~0.4 s
-// sooner (docs/performance.md, 2026-12-03, fifth session).
+// drawing frames as the worker computed, on the two cores they share (the grid finished 0.16–0.39 s
+// sooner in three of four A/B runs, 0.13 s later in one: docs/performance.md, 2026-12-03, fifth
+// session).
 function progressOption(id, cancelFlag) {
   const cancelled = cancelWatch(cancelFlag);
   let lastT = -Infinity;
