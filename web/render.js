@@ -80,10 +80,26 @@ export function mapImageData(map, w, h, { cmap = 'jet', opacity = 1, threshold =
   return img;
 }
 
-function scratchCanvas(w, h) {
+function newCanvas(w, h) {
   const c = document.createElement('canvas');
   c.width = w;
   c.height = h;
+  return c;
+}
+
+// The canvas a map is coloured into before it is drawn scaled onto a visible one: one per size,
+// kept between draws (drawImage copies it at once). A new canvas and 2D context for every map
+// drawn were most of the ~150 canvases the page made after an image switch. A drawing cache only:
+// what it holds is overwritten before every use.
+const scratch = new Map(); // "w×h" → canvas
+function scratchCanvas(w, h) {
+  const key = `${w}×${h}`;
+  let c = scratch.get(key);
+  if (!c) {
+    if (scratch.size >= 8) scratch.clear(); // sizes come from the models loaded: a few at a time
+    c = newCanvas(w, h);
+    scratch.set(key, c);
+  }
   return c;
 }
 
@@ -100,7 +116,7 @@ export function matrixCanvas(mat, n, { cmap = 'viridis', min, max }) {
     img.data[k * 4 + 2] = lut[c + 2];
     img.data[k * 4 + 3] = 255;
   }
-  const layer = scratchCanvas(n, n);
+  const layer = newCanvas(n, n); // the caller keeps it: not a scratch canvas
   layer.getContext('2d').putImageData(img, 0, 0);
   return layer;
 }

@@ -40,11 +40,26 @@ export function createTeachingView(app) {
   $('block-prev').addEventListener('click', () => setBlock(teachBlock - 1));
   $('block-next').addEventListener('click', () => setBlock(teachBlock + 1));
 
+  // Canvases of the figures a box held before it was redrawn, handed to its new figures: an image
+  // switch redraws some 75 of them (a query click as many), and a canvas made anew each time costs
+  // a new element, context and backing store (docs/performance.md, the image switch's trace).
+  let spare = []; // canvases no longer in the page
+  function spareCanvases(box) {
+    spare = [...box.querySelectorAll('canvas'), ...spare].slice(0, 256);
+  }
+  function figureCanvas() {
+    const c = spare.pop();
+    if (!c) return document.createElement('canvas');
+    for (const k of Object.keys(c.dataset)) delete c.dataset[k];
+    return c;
+  }
+
   // The rows over all blocks, then the chosen block's per-head views; `extras` also redraws what does
   // not depend on the query patch (the conservation chart, AttAttr's importance grid and tree).
   function render({ extras = true } = {}) {
     const ex = app.explanation;
     const box = $('teach');
+    spareCanvases(box);
     box.replaceChildren();
     const blocks = ex?.intermediates?.blocks ?? [];
     const layout = app.inputInfo ? tokenLayout(app.inputInfo) : null;
@@ -64,7 +79,7 @@ export function createTeachingView(app) {
         const fig = document.createElement('figure');
         if (i > teachBlock) fig.className = 'later';
         if (i === teachBlock) fig.classList.add('current');
-        const c = document.createElement('canvas');
+        const c = figureCanvas();
         fitCanvas(c, layout.gridW, layout.gridH, 72);
         drawGrid(c, patchRow(b[key], layout, app.query), layout.gridW, layout.gridH, { cmap: 'viridis', outline: tokenPatch(layout, app.query) });
         const cap = document.createElement('figcaption');
@@ -84,7 +99,7 @@ export function createTeachingView(app) {
   // A small figure: a query row over the patch grid, a caption, and a data-kind for the tests.
   function gridFigure(row, layout, caption, kind) {
     const fig = document.createElement('figure');
-    const c = document.createElement('canvas');
+    const c = figureCanvas();
     fitCanvas(c, layout.gridW, layout.gridH, 72);
     drawGrid(c, row, layout.gridW, layout.gridH, { cmap: 'viridis', outline: tokenPatch(layout, app.query) });
     c.dataset.kind = kind;
@@ -111,6 +126,7 @@ export function createTeachingView(app) {
   // head and the norm-based stages (when the method is one of those).
   function renderBlock() {
     const box = $('teach-block');
+    spareCanvases(box);
     box.replaceChildren();
     const ex = app.explanation;
     if (!ex || !app.info) return;
