@@ -5,16 +5,21 @@
 # browser tests (playwright-core driving Debian's chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh --test
-scripts/build.sh
-ctest --test-dir build --output-on-failure -j "$(nproc)"
+# Each phase's start, so that a slow run (CI allows 90 minutes) shows where its time went.
+phase() { echo "== test.sh: $* ($(date -u +%T), ${SECONDS} s in)"; }
+phase install; scripts/install-deps.sh --test
+phase build; scripts/build.sh
+phase native tests; ctest --test-dir build --output-on-failure -j "$(nproc)"
 
+phase sanitizer build and tests
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVITLENS_SANITIZE=ON \
   -DVITLENS_NATIVE_ARCH=OFF > /dev/null
 cmake --build build-asan -j "$(nproc)"
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
 
-ctest --test-dir build-wasm --output-on-failure
+phase wasm tests; ctest --test-dir build-wasm --output-on-failure
 
+phase browser tests
 (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 node --test tests/browser/
+phase done
