@@ -100,6 +100,7 @@ function updateBusy() {
 
 // A call to the worker that keeps the busy indicator right.
 function call(type, input, transfer, hooks) {
+  if (hooks?.priority) emit('priority-request');
   const p = app.client.call(type, input, transfer, hooks);
   updateBusy();
   const done = () => setTimeout(updateBusy, 0);
