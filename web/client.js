@@ -29,6 +29,7 @@ export class WorkerClient {
     this.workerUrl = workerUrl;
     this.pending = new Map(); // id → { resolve, reject, type, onProgress, flag (kept alive: views/util.js) }
     this.nextId = 1;
+    this.cancelAlls = 0; // counts cancelAll calls: a caller tells its own cancels from everyone's
     this.start(worker);
   }
 
@@ -83,6 +84,7 @@ export class WorkerClient {
 
   // Cancels every pending request of the given type (all types when omitted).
   cancelAll(type) {
+    this.cancelAlls++;
     for (const [id, p] of this.pending) if (!type || p.type === type) this.cancel(id);
   }
 

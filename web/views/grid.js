@@ -116,6 +116,7 @@ export function createGridView(app) {
     const ms = cell.querySelector('.cell-ms');
     for (;;) {
       const attempt = m.longRunning ? { id: 0, flag: cancelFlag(), started: false, preempted: false } : null;
+      const cancelAlls = app.client.cancelAlls; // a Stop (app.stop: cancelAll) is not asked again
       const hooks = attempt ? {
         onProgress: (f) => {
           attempt.started = true;
@@ -133,7 +134,8 @@ export function createGridView(app) {
       try {
         return await p;
       } catch (e) {
-        if (!(attempt?.preempted && e.code === 'cancelled' && thisRun === run)) throw e;
+        const withdrawn = attempt?.preempted && e.code === 'cancelled' && app.client.cancelAlls === cancelAlls;
+        if (!(withdrawn && thisRun === run)) throw e;
         cell.dataset.state = 'pending';
         cell.dataset.restarts = String(Number(cell.dataset.restarts ?? 0) + 1);
         ms.textContent = '…';
