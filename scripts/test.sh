@@ -12,9 +12,9 @@ phase build; scripts/build.sh
 phase native tests; ctest --test-dir build --output-on-failure -j "$(nproc)"
 
 phase sanitizer build and tests
-# -O1 -g1 (line tables for the reports' stack traces) builds in 0.57× the CPU time of
-# RelWithDebInfo's -O2 -g, and with -march=native (the code paths the native tests run) the tests
-# take as long as before: 597 + 504 s against about 1 050 + 554 s (docs/performance.md, 2026-12-04).
+# -O1 -g1 (line tables for the reports' stack traces) with -march=native (the code paths the
+# native tests run) builds in 0.57× the CPU time of RelWithDebInfo's -O2 -g without it, and its
+# tests take about as long: 597 + 504 s against about 1 050 + 554 s (docs/performance.md, 2026-12-04).
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVITLENS_SANITIZE=ON \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   > /dev/null
