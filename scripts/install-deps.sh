@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install-deps.sh — the Debian 12 packages vitlens builds and tests with (idempotent).
 # --test adds what only the tests need: chromium for the browser tests (driven by playwright-core
-# from npm; no browser is ever downloaded), npm, and GNU parallel (the sharded-benchmark test).
+# from npm; no browser is ever downloaded), npm, GNU parallel (the sharded-benchmark test), and
+# clang-14 with its sanitizer runtimes (the ASan + UBSan build).
 set -euo pipefail
 for_tests=0
 if [ "${1:-}" = "--test" ]; then for_tests=1; fi
@@ -18,6 +19,7 @@ packages=(
 if ! command -v node > /dev/null; then packages+=(nodejs); fi
 if [ "$for_tests" = 1 ]; then
   packages+=(chromium parallel)  # parallel: the README's sharded benchmark, run by a ctest
+  packages+=(clang-14 libclang-rt-14-dev)  # the ASan + UBSan build (and libFuzzer's, fuzz.sh)
   if ! command -v npm > /dev/null; then packages+=(npm); fi
 fi
 
