@@ -98,12 +98,25 @@ function updateBusy() {
   $('stop').disabled = !busy;
 }
 
-// A call to the worker that keeps the busy indicator right.
+// A call to the worker that keeps the busy indicator right. The views' own requests (sent with
+// priority) in flight are counted in <html data-view-requests>, apart from the grid's background
+// work: the browser tests wait for a view without waiting for the grid.
+let viewRequests = 0;
+function countViewRequest(delta) {
+  viewRequests += delta;
+  document.documentElement.dataset.viewRequests = String(viewRequests);
+}
+
 function call(type, input, transfer, hooks) {
-  if (hooks?.priority) emit('priority-request');
+  const priority = Boolean(hooks?.priority);
+  if (priority) emit('priority-request');
   const p = app.client.call(type, input, transfer, hooks);
+  if (priority) countViewRequest(1);
   updateBusy();
-  const done = () => setTimeout(updateBusy, 0);
+  const done = () => {
+    if (priority) countViewRequest(-1);
+    setTimeout(updateBusy, 0);
+  };
   p.then(done, done);
   return p;
 }

@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadVitlens, repo, toRGBA } from '../node/support.mjs';
-import { artifacts, launch, loadModelFiles, modelsDir, openAt as openAtSize, openWithDeitTiny, skipReason, waitGridDone } from './harness.mjs';
+import { artifacts, launch, loadModelFiles, modelsDir, openAt as openAtSize, openWithDeitTiny, skipReason } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the compare view in chromium', { skip }, () => {});
@@ -341,17 +341,20 @@ describe('the compare view', { skip }, () => {
     await checkDrawn(page, core, specs);
 
     // Cancel, with the keyboard, a computation in flight (another map b): the page stays usable.
-    // The grid's long methods first finish, so that the view's own request is the one running.
-    await waitGridDone(page);
+    // The grid may still run: the view's request passes it and its long methods are withdrawn
+    // (views/grid.js), so the view's own request is the one running.
     await page.selectOption('#cmp-b', 'rollout');
     await page.waitForFunction(() => !document.getElementById('cmp-progress-row').hidden, null, { timeout: 30_000 });
     await page.focus('#cmp-cancel');
+    const cancelledAt = Date.now();
     await page.keyboard.press('Space');
     await page.waitForFunction(() => /Cancelled/.test(document.getElementById('cmp-note').textContent), null, { timeout: 30_000 });
     // The engine stops at its next progress report, also without cross-origin isolation (the cancel
     // flag is then a blob URL the worker reads, views/util.js), or a short call ends within stopLong's
-    // 3 s: the worker is not restarted.
-    await page.waitForFunction(() => document.getElementById('busy').hidden && document.documentElement.dataset.mainPending === 'false', null, { timeout: 180_000 });
+    // 3 s: the worker is not restarted. Past that deadline (and app.stop's 400 ms) a restart would
+    // have shown.
+    await page.waitForFunction(() => document.documentElement.dataset.viewRequests === '0' && document.documentElement.dataset.mainPending === 'false', null, { timeout: 180_000 });
+    await page.waitForTimeout(Math.max(0, cancelledAt + 4000 - Date.now()));
     assert.notEqual(await page.textContent('#status'), 'Stopped', 'the worker was not restarted');
     assert.equal(await page.isVisible('#error'), false, 'a cancel is not an error');
     await page.focus('#cmp-b');
