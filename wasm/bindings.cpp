@@ -235,6 +235,14 @@ OptionValue option_value_from_js(const OptionSpec* spec, const std::string& key,
   throw Error(ErrorCode::bad_argument, key + " must be a number, a boolean or a string, got " + v.typeOf().as<std::string>());
 }
 
+// The option onProgress(fraction) of a long call: a function, or absent (undefined / null: an
+// empty ProgressFn). The callback may return false to cancel; anything else continues.
+ProgressFn progress_in(const val& v) {
+  if (v.isUndefined() || v.isNull()) return {};
+  if (v.typeOf().as<std::string>() != "function") throw Error(ErrorCode::bad_argument, "option onProgress must be a function");
+  return [v](double f) { return !v(f).isFalse(); };
+}
+
 // The method options of a plain JS object: every key is an option of the method tables
 // (options.h) by its JS name, set through core's set_option, or one of the call-level keys
 // `intermediates` and `onProgress`. Absent keys (or undefined / null) keep the defaults; explain()
@@ -254,10 +262,7 @@ MethodOptions options_from_js(const val& o, const Config& c, Image& baseline) {
       if (!v.isTrue() && !v.isFalse()) throw Error(ErrorCode::bad_argument, "option intermediates must be a boolean");
       opt.want_intermediates = v.isTrue();
     } else if (key == "onProgress") {
-      if (v.typeOf().as<std::string>() != "function")
-        throw Error(ErrorCode::bad_argument, "option onProgress must be a function");
-      // The callback may return false to cancel; anything else continues.
-      opt.progress = [v](double f) { return !v(f).isFalse(); };
+      opt.progress = progress_in(v);
     } else {
       // By key: core finds the option (JS or canonical key), or raises its "unknown option" error.
       set_option(opt, key, option_value_from_js(find_any_option(key), key, v, c, baseline), &c);
@@ -763,7 +768,8 @@ class WasmInput {
 
   // The perturbation test of `map` (H×W at the model's input size) in one direction, by core's
   // perturbation_curve, as `vitlens eval` runs it: options {positive = true, target = −1 (the
-  // arg-max class), inputs = false (also return each step's perturbed C×H×W input)}.
+  // arg-max class), inputs = false (also return each step's perturbed C×H×W input),
+  // onProgress(fraction) (after each forward pass; returning false cancels: Error "cancelled: …")}.
   val perturbation(val map_js, val options_js) const {
     return guarded([&] {
       const Config& c = model_->config;
@@ -771,14 +777,21 @@ class WasmInput {
         throw Error(ErrorCode::bad_argument,
                     "the perturbation test runs the model with every head on: call it on the input without a head mask");
       const val options = options_object(options_js);
+      static const char* const keys[] = {"positive", "target", "inputs", "onProgress"};
+      check_keys(options, keys, "perturbation");
       const bool positive = bool_option(options, "positive", true);
       const int target = resolve_target(int_option(options, "target", -1), true);
       const bool want_inputs = bool_option(options, "inputs", false);
+      const ProgressFn progress = progress_in(options["onProgress"]);
       bool nonfinite = false;
       const std::vector<float> map = map_in(map_js, nonfinite);
       val inputs = val::array();
-      PerturbationStepFn on_step;
-      if (want_inputs) on_step = [&](int, const Image& x) { inputs.call<void>("push", float32_out(x.data.data(), x.data.size())); };
+      // Step s ≥ 1 follows a forward pass: perturbation_steps − 1 of them.
+      const PerturbationStepFn on_step = [&](int s, const Image& x) {
+        if (want_inputs) inputs.call<void>("push", float32_out(x.data.data(), x.data.size()));
+        if (s > 0 && progress && !progress(double(s) / double(perturbation_steps - 1)))
+          throw Error(ErrorCode::cancelled, "the perturbation test was cancelled");
+      };
       PerturbationCurve curve;
       PerturbationWork work;
       perturbation_curve(curve, work, *model_, x_, state_.trace.logits, map.data(), int(map.size()), positive, on_step);
@@ -823,12 +836,7 @@ class WasmInput {
       if (!other_js.isUndefined() && !other_js.isNull()) other = mask_in(other_js, hw, "otherMask");
       if (!mask.empty()) fo.mask = mask.data();
       if (!other.empty()) fo.other = other.data();
-      const val progress = options["onProgress"];
-      if (!progress.isUndefined() && !progress.isNull()) {
-        if (progress.typeOf().as<std::string>() != "function")
-          throw Error(ErrorCode::bad_argument, "option onProgress must be a function");
-        fo.progress = [progress](double f) { return !progress(f).isFalse(); };
-      }
+      fo.progress = progress_in(options["onProgress"]);
       bool nonfinite = false;
       const std::vector<float> map = map_in(map_js, nonfinite);
       MapFaithfulness f;
@@ -1022,8 +1030,7 @@ class WasmModel {
           int8 = storage == "int8";
           continue;
         }
-        if (v.typeOf().as<std::string>() != "function") throw Error(ErrorCode::bad_argument, "option onProgress must be a function");
-        progress = [v](double f) { return !v(f).isFalse(); };
+        progress = progress_in(v);
       }
       const ByteReader read = [&bytes](uint64_t offset, size_t n, uint8_t* out) {
         const val part = bytes.call<val>("subarray", double(offset), double(offset + n));

@@ -499,8 +499,10 @@ export interface Input {
   /** Per block, per head: ∂y_t/∂A for class `target` (−1 = the predicted class): the gradients
    * the methods read, computed once per class and kept by this input. */
   attentionGrads(target: number): Float32Array[][];
-  /** The perturbation test of `map` (H×W at the model's input size). Throws "bad_shape: ..." for another size. */
-  perturbation(map: Float32Array, options: { positive?: boolean; target?: number; inputs?: boolean }): PerturbationCurve;
+  /** The perturbation test of `map` (H×W at the model's input size). Throws "bad_shape: ..." for another size,
+   * "bad_argument: unknown option ..." for another key. onProgress(fraction) is called after each of the 9
+   * forward passes; returning false stops the test with "cancelled: ...". */
+  perturbation(map: Float32Array, options: { positive?: boolean; target?: number; inputs?: boolean; onProgress?: (fraction: number) => boolean | void }): PerturbationCurve;
   /**
    * Every faithfulness figure of `map` (H×W at the input's size) for one class: the perturbation
    * test and ROAD in both orders, their SRGs, and with a mask the relevance mass and rank accuracy,

@@ -117,6 +117,18 @@ test('the perturbation test: core\'s order and counts, checked arguments', async
     assert.ok(Math.abs(pos.aucProb - 100 * auc) < 1e-9);
     assert.throws(() => x.perturbation(new Float32Array(5), {}), /^Error: bad_shape: the map has 5 values/);
     assert.throws(() => x.perturbation(map, { target: 99 }), /bad_argument: target class 99/);
+    // Progress after each of the 9 forward passes; returning false stops the test (the page
+    // withdraws its live perturbation curve this way for a view's request: web/background.js).
+    const fractions = [];
+    const withProgress = x.perturbation(map, { positive: true, onProgress: (f) => { fractions.push(f); } });
+    assert.deepEqual(fractions, [1, 2, 3, 4, 5, 6, 7, 8, 9].map((s) => s / 9));
+    assert.deepEqual(withProgress.prob, pos.prob);
+    let calls = 0;
+    assert.throws(() => x.perturbation(map, { onProgress: () => ++calls < 3 }), /^Error: cancelled: the perturbation test was cancelled/);
+    assert.equal(calls, 3);
+    assert.deepEqual(x.perturbation(map, { positive: true }).prob, pos.prob, 'a cancelled test leaves the input as it was');
+    assert.throws(() => x.perturbation(map, { onProgress: 3 }), /bad_argument: option onProgress must be a function/);
+    assert.throws(() => x.perturbation(map, { postive: true }), /bad_argument: unknown option 'postive' \(perturbation takes positive, target, inputs, onProgress\)/);
     assert.equal(x.perturbation(map.fill(NaN), {}).nonfinite, true);
   } finally {
     x.delete();
