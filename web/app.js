@@ -5,6 +5,7 @@
 // The main thread only draws: every engine call goes to the worker (worker.js through
 // client.js); images are decoded off the main thread (createImageBitmap), and the worker
 // receives the file itself, not its pixels.
+import { createBackground, RANK } from './background.js';
 import * as boot from './boot.js';
 import { replyValue, VitlensError, WorkerClient } from './client.js';
 import { emit } from './events.js';
@@ -46,6 +47,7 @@ const app = {
   views: {},
 
   call,
+  background: null, // background.js: ask(type, input, { rank, … }) for the page's own long requests
   setStatus,
   showError,
   clearError,
@@ -98,18 +100,20 @@ function updateBusy() {
   $('stop').disabled = !busy;
 }
 
-// A call to the worker that keeps the busy indicator right. The views' own requests (sent with
-// priority) in flight are counted in <html data-view-requests>, apart from the grid's background
-// work: the browser tests wait for a view without waiting for the grid.
+// A call to the worker that keeps the busy indicator right. The requests sent with priority in
+// flight (the views' own and the perturbation curve) are counted in <html data-view-requests>,
+// apart from the grid's work: the browser tests wait for a view without waiting for the grid.
 let viewRequests = 0;
 function countViewRequest(delta) {
   viewRequests += delta;
   document.documentElement.dataset.viewRequests = String(viewRequests);
 }
 
+// hooks.rank: a background request's (background.js), else a view's: with priority, the
+// background requests of a lower rank in flight are withdrawn for it.
 function call(type, input, transfer, hooks) {
   const priority = Boolean(hooks?.priority);
-  if (priority) emit('priority-request');
+  if (priority) emit('priority-request', { rank: hooks.rank ?? RANK.view });
   const p = app.client.call(type, input, transfer, hooks);
   if (priority) countViewRequest(1);
   updateBusy();
@@ -158,6 +162,7 @@ async function stop() {
 async function main() {
   // The order of creation is the order in which the views hear each event.
   const v = app.views;
+  app.background = createBackground(app);
   v.editor = createEditorView(app);
   v.explanation = createExplanationView(app);
   v.prediction = createPredictionView(app);

@@ -13,8 +13,9 @@
 //   explained          { explanation }  the main view drew a new explanation
 //   query-changed      { query }        the query token changed (an index into the model's tokens: tokens.js)
 //   explains-cancelled {}               every explain in flight was cancelled (new image or class)
-//   priority-request   {}               a view sent the worker a request of its own (app.call with
-//                                       priority), which the grid's running long method would delay
+//   priority-request   { rank }         a request was sent with priority (app.call): background
+//                                       requests of a lower rank in flight are withdrawn for it
+//                                       (background.js; a view's own requests rank Infinity)
 
 export const events = new EventTarget();
 

@@ -7,7 +7,8 @@
 //                                                             faithfulness | mask | prune | stats | cancel
 //   reply    worker → main   { type: 'result', id, out }
 //                            { type: 'error',  id, err: { code, message } }
-//                            { type: 'progress', id, out: { fraction } }   (long methods and
+//                            { type: 'progress', id, out: { fraction } }   (long methods, perturb,
+//                                                                          faithfulness, prune and
 //                                                                          importModel, 0…1)
 // Requests run one at a time, in order, except that a request sent with `priority: true` (the
 // page's main view) goes ahead of the non-priority explains queued at the end (the all-methods
@@ -481,14 +482,16 @@ const handlers = {
   // `map` (H×W at the size of the model that saw the image) are set to black, floor(n·k/10) of them for k = 0…9, most
   // relevant first ("positive") and least relevant first ("negative"). Per order: the engine's
   // curve (fraction, removed, top, prob, logit, correct, aucProb, aucAccuracy) and the perturbed
-  // images as RGBA (views).
-  async perturb({ image, map, target = -1 }) {
+  // images as RGBA (views). Progress over both orders, and the shared cancel flag.
+  async perturb({ image, map, target = -1, cancelFlag }) {
     const { x, info: seen } = inputOf(image);
     const t0 = performance.now();
     const out = { steps: [], ms: 0 };
     const transfer = [];
-    for (const order of ['positive', 'negative']) {
-      const { inputs: perturbed, ...curve } = x.perturbation(map, { positive: order === 'positive', target, inputs: true });
+    const progress = progressOption(running?.id, cancelFlag);
+    for (const [k, order] of ['positive', 'negative'].entries()) {
+      const onProgress = (f) => progress((k + f) / 2);
+      const { inputs: perturbed, ...curve } = x.perturbation(map, { positive: order === 'positive', target, inputs: true, onProgress });
       const views = perturbed.map((p) => modelView(p, seen));
       for (const v of views) transfer.push(v.buffer);
       out.steps.push({ order, ...curve, views });

@@ -304,14 +304,26 @@ describe('the guided walk', { skip }, () => {
   });
 
   test('a DeiT-tiny-shaped model (197 tokens, 12 blocks, 3 heads): every step, compute and draw times', async (t) => {
-    // The walk is opened while the all-methods grid still runs: its requests pass the grid's queued
-    // explains and the grid's long methods are withdrawn for them (views/grid.js).
+    // The walk is opened while the all-methods grid still runs and the live perturbation test of
+    // the explanation (18 forward passes, ~1.3 s) is less than half done: the walk's requests pass
+    // the grid's queued explains, and the perturbation test and the grid's long methods are
+    // withdrawn for them and asked again behind them (background.js).
     const { tab, page, dir, file } = await openWithDeitTiny(env, { search: '?simd=plain' });
     const target = await pageTarget(page);
     const times = [];
+    const faith = await (await page.waitForFunction(() => {
+      const d = document.getElementById('faith-note').dataset;
+      return (d.state === 'running' && Number(d.percent) < 50) || d.state === 'done' ? { ...d } : null;
+    }, null, { timeout: 60_000 })).jsonValue();
+    assert.equal(faith.state, 'running', 'the walk is opened while the perturbation test runs');
     const t0 = Date.now();
     await openWalk(page);
-    times.push(`first walk shown ${Date.now() - t0} ms after opening`);
+    times.push(`first walk shown ${Date.now() - t0} ms after opening (the perturbation test at ${faith.percent} %)`);
+    const withdrawn = await page.$eval('#faith-note', (n) => ({ ...n.dataset }));
+    assert.ok(Number(withdrawn.restarts ?? 0) >= 1 && withdrawn.state !== 'done',
+      `the perturbation test was withdrawn for the walk's request and not done before it (${JSON.stringify(withdrawn)})`);
+    await page.waitForFunction(() => document.getElementById('faith-note').dataset.state === 'done', null, { timeout: 60_000 });
+    assert.equal(await page.locator('#faith-strips .faith-strip').count(), 2, 'asked again, the perturbation test is drawn');
     for (const method of ['transformer-attribution', 'attnlrp', 'rollout']) {
       const t1 = Date.now();
       if (method !== 'transformer-attribution') await chooseMethod(page, method);

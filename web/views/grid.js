@@ -1,41 +1,27 @@
 // grid.js — "All methods": every method's map for the same image and class, with the time each
-// took; a click opens that method in the main view. Owns the grid's run: its requests in flight
-// and their cancel flags. Another model empties the cells until the grid runs again.
+// took; a click opens that method in the main view. Owns the grid's run: its requests in flight.
+// Another model empties the cells until the grid runs again.
 //
 // The grid is background work: a view's own request (sent with priority, app.call) passes the
 // grid's queued explains in the worker, but not the one running, which on a DeiT-tiny-sized model
-// can be a long method of ~15 s (attattr): a view's data had waited 13.8 s for a 75 ms computation
-// (docs/performance.md, 2026-12-04). So at a view's request the grid withdraws its long methods in
-// flight (the queued ones dropped, the running one stopped through its cancel flag at the engine's
-// next progress report) and asks for them again, behind the view's request. What a stopped
-// method had done is lost.
+// can be a long method of ~15 s (attattr). So its long methods are asked through background.js at
+// the lowest rank: withdrawn for any request sent with priority and asked again behind it.
+import { RANK } from '../background.js';
 import { on } from '../events.js';
 import { drawOverlay, minMax } from '../render.js';
-import { $, cancelFlag, fitCanvas, raiseFlag } from './util.js';
+import { $, fitCanvas } from './util.js';
 
 export function createGridView(app) {
   let run = 0; // counts runs; a result of an older run is dropped
-  let pendingCalls = []; // the explain requests in flight
-  let longInFlight = new Set(); // the run's long requests: { id, flag (views/util.js), started, preempted }
+  let pendingCalls = []; // the explain requests in flight, each with cancel() (raises a long one's flag)
 
-  function raiseAll() {
-    for (const a of longInFlight) raiseFlag(a.flag);
-    longInFlight = new Set();
+  function cancelPending() {
+    for (const p of pendingCalls) p.cancel();
+    pendingCalls = [];
   }
   on('explains-cancelled', () => {
-    raiseAll();
+    cancelPending();
     run++;
-  });
-  on('priority-request', () => {
-    for (const a of longInFlight) {
-      if (a.preempted) continue;
-      a.preempted = true;
-      // Not started as far as the page knows: probably queued, dropped by the worker (if it did
-      // start, its result is discarded and the flag stops it). Started: only the flag, so that
-      // where the worker cannot read it (a plain page's blob URLs) its result is still used.
-      if (!a.started) app.client.cancel(a.id);
-      raiseFlag(a.flag);
-    }
   });
   on('model-changed', ({ reloaded }) => {
     if (reloaded) return;
@@ -77,9 +63,7 @@ export function createGridView(app) {
 
   async function runAll() {
     const thisRun = ++run;
-    for (const p of pendingCalls) app.client.cancel(p.id);
-    raiseAll();
-    pendingCalls = [];
+    cancelPending();
     const cells = [...$('grid').children];
     cells.forEach((cell, i) => {
       cell.dataset.state = 'pending'; // then 'running' (a long method's progress), 'done' or 'error'
@@ -110,40 +94,37 @@ export function createGridView(app) {
     }));
   }
 
-  // One method's explanation for the run; a long method withdrawn for a view's request is asked
-  // for again (each request with a flag of its own: raising one stops only that request).
-  async function explainCell(m, cell, thisRun) {
-    const ms = cell.querySelector('.cell-ms');
-    for (;;) {
-      const attempt = m.longRunning ? { id: 0, flag: cancelFlag(), started: false, preempted: false } : null;
-      const cancelAlls = app.client.cancelAlls; // a Stop (app.stop: cancelAll) is not asked again
-      const hooks = attempt ? {
+  // One method's explanation for the run: a long one through app.background (withdrawn for a
+  // view's request and asked again), counted in the cell's data-restarts.
+  function explainCell(m, cell, thisRun) {
+    const input = { image: app.imageId, method: m.name, options: { target: app.target } };
+    let p;
+    if (m.longRunning) {
+      const ms = cell.querySelector('.cell-ms');
+      p = app.background.ask('explain', input, {
+        rank: RANK.grid,
         onProgress: (f) => {
-          attempt.started = true;
-          if (thisRun !== run || attempt.preempted) return;
+          if (thisRun !== run) return;
           cell.dataset.state = 'running';
           ms.textContent = `${Math.round(100 * f)} %…`;
         },
-      } : undefined;
-      const p = app.call('explain', { image: app.imageId, method: m.name, options: { target: app.target }, cancelFlag: attempt?.flag ?? null }, [], hooks);
-      pendingCalls.push(p);
-      if (attempt) {
-        attempt.id = p.id;
-        longInFlight.add(attempt);
-      }
-      try {
-        return await p;
-      } catch (e) {
-        const withdrawn = attempt?.preempted && e.code === 'cancelled' && app.client.cancelAlls === cancelAlls;
-        if (!(withdrawn && thisRun === run)) throw e;
-        cell.dataset.state = 'pending';
-        cell.dataset.restarts = String(Number(cell.dataset.restarts ?? 0) + 1);
-        ms.textContent = '…';
-      } finally {
-        longInFlight.delete(attempt);
-        pendingCalls = pendingCalls.filter((q) => q !== p);
-      }
+        onWithdrawn: () => {
+          if (thisRun !== run) return;
+          cell.dataset.state = 'pending';
+          cell.dataset.restarts = String(Number(cell.dataset.restarts ?? 0) + 1);
+          ms.textContent = '…';
+        },
+      });
+    } else {
+      p = app.call('explain', { ...input, cancelFlag: null });
+      p.cancel = () => app.client.cancel(p.id);
     }
+    pendingCalls.push(p);
+    const forget = () => {
+      pendingCalls = pendingCalls.filter((q) => q !== p);
+    };
+    p.then(forget, forget);
+    return p;
   }
 
   return { build, run: runAll };
