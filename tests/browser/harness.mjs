@@ -151,6 +151,24 @@ export async function waitGridDone(page) {
   }, null, { timeout: 60_000 });
 }
 
+// Records the type and priority of every request the page sends its worker from now on
+// (Worker.prototype.postMessage; read with sentRequests): a request a click sends must have
+// priority, else it waits for every explain the all-methods grid has queued.
+export function recordRequests(page) {
+  return page.evaluate(() => {
+    const post = Worker.prototype.postMessage;
+    window.__sent = [];
+    Worker.prototype.postMessage = function (msg, transfer) {
+      window.__sent.push({ type: msg?.type, priority: Boolean(msg?.priority) });
+      return post.call(this, msg, transfer);
+    };
+  });
+}
+
+export function sentRequests(page, type) {
+  return page.evaluate((t) => window.__sent.filter((m) => m.type === t), type);
+}
+
 // Clicks the export button and reads the downloaded .npy.
 export async function exportNpy(page) {
   const [download] = await Promise.all([page.waitForEvent('download'), page.click('#export-npy')]);

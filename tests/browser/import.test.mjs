@@ -8,7 +8,7 @@ import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { tmpDir } from '../node/support.mjs';
 import { writeCheckpoint } from '../node/checkpoints.mjs';
-import { appSession, skipReason } from './harness.mjs';
+import { appSession, recordRequests, sentRequests, skipReason } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('converting a checkpoint in the page', { skip }, () => {});
@@ -53,7 +53,9 @@ describe('converting a checkpoint in the page', { skip }, () => {
     assert.equal(await page.isVisible('#model-progress-row'), false);
 
     // Save model → an int8 .vitl of the model (a quarter of the F32 weights, plus its header).
+    await recordRequests(page);
     const [download] = await Promise.all([page.waitForEvent('download'), page.click('#model-save')]);
+    assert.deepEqual(await sentRequests(page, 'saveModel'), [{ type: 'saveModel', priority: true }], 'the click\'s request passes the grid\'s queue');
     assert.equal(download.suggestedFilename(), 'import-32x48-int8.vitl');
     const saved = path.join(dir, 'saved.vitl');
     await download.saveAs(saved);

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { readNpz } from '../node/npz.mjs';
 import { maxRelError, nativeCli, tmpDir } from '../node/support.mjs';
-import { launch, modelsDir, openApp, selectMethod, skipReason } from './harness.mjs';
+import { launch, modelsDir, openApp, recordRequests, selectMethod, sentRequests, skipReason } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the norm-based stages download in chromium', { skip }, () => {});
@@ -34,7 +34,9 @@ describe('the norm-based stages download', { skip }, () => {
     await selectMethod(page, 'norm-based');
     const button = page.locator('#norm-stages-download');
     await button.waitFor({ timeout: 60_000 });
+    await recordRequests(page);
     const [download] = await Promise.all([page.waitForEvent('download'), button.click()]);
+    assert.deepEqual(await sentRequests(page, 'normStages'), [{ type: 'normStages', priority: true }], 'the click\'s request passes the grid\'s queue');
     const name = download.suggestedFilename();
     assert.match(name, /_norm-based_stages\.npz$/);
     const page_ = readNpz(new Uint8Array(fs.readFileSync(await download.path())));

@@ -205,7 +205,7 @@ export function createTeachingView(app) {
     button.addEventListener('click', async () => {
       button.disabled = true;
       try {
-        const bytes = await app.call('normStages', { image, norm: ex.norm });
+        const bytes = await app.call('normStages', { image, norm: ex.norm }, [], { priority: true });
         const stem = (app.image?.name ?? 'image').replace(/\.[^.]*$/, '').replace(/[^\w.-]+/g, '_');
         saveBlob(new Blob([bytes], { type: 'application/octet-stream' }), `${stem}_norm-based_stages.npz`);
       } catch (e) {
