@@ -17,7 +17,7 @@
 import { on } from '../events.js';
 import { COLORMAPS } from '../render.js';
 import { tokenLayout, tokenName, tokenPatch } from '../tokens.js';
-import { $, cancelFlag, raiseFlag, sizeCanvas } from './util.js';
+import { $, cancelFlag, raiseFlag, sizeCanvas, stopLong } from './util.js';
 
 const BEFORE = 'atb-res-ln';
 const AFTER = 'atb-res-ln-ff';
@@ -210,13 +210,7 @@ export function createFfView(app) {
     $('ff-cancel').disabled = true;
     $('ff-progress-text').textContent = 'norm-based: cancelling…';
     app.client.cancel(pr.p.id);
-    if (pr.flag) {
-      raiseFlag(pr.flag);
-      const deadline = performance.now() + 3000;
-      while (app.client.pending.has(pr.p.id) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      if (!app.client.pending.has(pr.p.id)) return;
-    }
-    await app.stop();
+    await stopLong(app, pr.p.id, pr.flag);
   }
 
   function setNote(text) {

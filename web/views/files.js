@@ -8,7 +8,7 @@ import { emit, on } from '../events.js';
 import { encodeNpy, saveBlob } from '../files.js';
 import { drawOverlay } from '../render.js';
 import { tokenLayout } from '../tokens.js';
-import { $, cancelFlag, raiseFlag } from './util.js';
+import { $, cancelFlag, stopLong } from './util.js';
 
 function shippedSpec() {
   return { kind: 'vitl', source: { url: new URL(SHIPPED_MODEL, location.href).href }, label: 'the shipped model', shipped: true };
@@ -108,13 +108,7 @@ export function createFilesView(app) {
     $('model-cancel').onclick = async () => {
       $('model-cancel').disabled = true;
       $('model-progress-text').textContent = `${what}: cancelling…`;
-      if (flag) {
-        raiseFlag(flag);
-        const deadline = performance.now() + 3000;
-        while (app.client.pending.has(p.id) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-        if (!app.client.pending.has(p.id)) return;
-      }
-      await app.stop();
+      await stopLong(app, p.id, flag);
     };
     try {
       return await p;
