@@ -138,13 +138,23 @@ function showEngine(init) {
   if (init.note) showError('Threads are off', new VitlensError('not_ready', init.note));
 }
 
-// Cancels what is queued; if the worker is still inside a wasm call after a moment, it is
-// replaced by a fresh one (engine and model loaded again).
+// Cancels what is queued and raises the cancel flags of what runs (the engine stops a long
+// request at its next progress report); if the worker is still inside a wasm call after a moment
+// (a call without progress reports, or a browser whose worker cannot read the flags), it is
+// replaced by a fresh one (engine and model loaded again; counted in <html data-worker-restarts>).
 async function stop() {
   app.client.cancelAll();
-  await new Promise((r) => setTimeout(r, 400));
-  if (!app.client.busy) return;
+  emit('stopped');
+  for (const deadline = performance.now() + 1000; app.client.busy && performance.now() < deadline;)
+    await new Promise((r) => setTimeout(r, 25));
+  if (!app.client.busy) {
+    updateBusy();
+    setStatus('Stopped');
+    return;
+  }
   app.client.restart();
+  const root = document.documentElement;
+  root.dataset.workerRestarts = String(Number(root.dataset.workerRestarts ?? 0) + 1);
   updateBusy();
   setStatus('Restarting the engine…');
   try {

@@ -7,6 +7,7 @@
 // Images are handles the page owns: `prepare` answers { image: id, … }; explain, teach, attattr
 // and perturb name the image they are about, so answers never depend on the order of requests;
 // `release` frees an image the page no longer shows.
+import { raiseFlag } from './flags.js';
 
 export class VitlensError extends Error {
   constructor(code, message) {
@@ -27,7 +28,7 @@ export class WorkerClient {
   // `worker`: one already started from workerUrl (boot.js's), adopted instead of a new one.
   constructor({ workerUrl = new URL('./worker.js', import.meta.url), worker = null } = {}) {
     this.workerUrl = workerUrl;
-    this.pending = new Map(); // id → { resolve, reject, type, onProgress, flag (kept alive: views/util.js) }
+    this.pending = new Map(); // id → { resolve, reject, type, onProgress, flag (kept alive: flags.js), cancelled }
     this.nextId = 1;
     this.cancelAlls = 0; // counts cancelAll calls: a caller tells its own cancels from everyone's
     this.start(worker);
@@ -47,11 +48,13 @@ export class WorkerClient {
     const p = this.pending.get(msg.id);
     if (!p) return;
     if (msg.type === 'progress') {
-      p.onProgress?.(msg.out?.fraction ?? 0);
+      if (!p.cancelled) p.onProgress?.(msg.out?.fraction ?? 0);
       return;
     }
     this.pending.delete(msg.id);
     try {
+      // A result the worker sent before it read the cancel: dropped as the worker would have.
+      if (p.cancelled) throw new VitlensError('cancelled', 'cancelled');
       p.resolve(replyValue(msg));
     } catch (e) {
       p.reject(e);
@@ -78,14 +81,25 @@ export class WorkerClient {
     return promise;
   }
 
+  // Drops a queued request, or the result of the running one (the worker answers 'cancelled');
+  // the promise rejects as 'cancelled' even when the result was already on its way.
   cancel(id) {
-    if (this.pending.has(id)) this.worker.postMessage({ type: 'cancel', id: this.nextId++, in: { id } });
+    const p = this.pending.get(id);
+    if (!p) return;
+    p.cancelled = true;
+    this.worker.postMessage({ type: 'cancel', id: this.nextId++, in: { id } });
   }
 
-  // Cancels every pending request of the given type (all types when omitted).
+  // Cancels every pending request of the given type (all types when omitted), and raises their
+  // cancel flags: the engine stops a running long one at its next progress report instead of
+  // finishing work whose result is dropped (a Stop then needs no restart: app.stop).
   cancelAll(type) {
     this.cancelAlls++;
-    for (const [id, p] of this.pending) if (!type || p.type === type) this.cancel(id);
+    for (const [id, p] of this.pending) {
+      if (type && p.type !== type) continue;
+      this.cancel(id);
+      raiseFlag(p.flag);
+    }
   }
 
   get busy() {

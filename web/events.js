@@ -13,6 +13,7 @@
 //   explained          { explanation }  the main view drew a new explanation
 //   query-changed      { query }        the query token changed (an index into the model's tokens: tokens.js)
 //   explains-cancelled {}               every explain in flight was cancelled (new image or class)
+//   stopped            {}               the user pressed Stop: every request was cancelled
 //   priority-request   { rank }         a request was sent with priority (app.call): background
 //                                       requests of a lower rank in flight are withdrawn for it
 //                                       (background.js; a view's own requests rank Infinity)

@@ -350,12 +350,13 @@ describe('the compare view', { skip }, () => {
     await page.keyboard.press('Space');
     await page.waitForFunction(() => /Cancelled/.test(document.getElementById('cmp-note').textContent), null, { timeout: 30_000 });
     // The engine stops at its next progress report, also without cross-origin isolation (the cancel
-    // flag is then a blob URL the worker reads, views/util.js), or a short call ends within stopLong's
-    // 3 s: the worker is not restarted. Past that deadline (and app.stop's 400 ms) a restart would
+    // flag is then a blob URL the worker reads, flags.js), or a short call ends within stopLong's
+    // 3 s: app.stop is not called. Past that deadline (and app.stop's 1 s) its 'Stopped' would
     // have shown.
     await page.waitForFunction(() => document.documentElement.dataset.viewRequests === '0' && document.documentElement.dataset.mainPending === 'false', null, { timeout: 180_000 });
-    await page.waitForTimeout(Math.max(0, cancelledAt + 4000 - Date.now()));
-    assert.notEqual(await page.textContent('#status'), 'Stopped', 'the worker was not restarted');
+    await page.waitForTimeout(Math.max(0, cancelledAt + 4500 - Date.now()));
+    assert.notEqual(await page.textContent('#status'), 'Stopped', 'the page was not stopped');
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.workerRestarts), undefined, 'the worker was not restarted');
     assert.equal(await page.isVisible('#error'), false, 'a cancel is not an error');
     await page.focus('#cmp-b');
     await page.keyboard.press('ArrowUp');

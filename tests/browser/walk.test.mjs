@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadVitlens, repo, toRGBA } from '../node/support.mjs';
-import { artifacts, launch, loadModelFiles, modelsDir, openAt as openAtSize, openWithDeitTiny, skipReason, waitGridDone } from './harness.mjs';
+import { afterNewExplanation, artifacts, launch, loadModelFiles, modelsDir, openAt as openAtSize, openWithDeitTiny, skipReason, waitGridDone } from './harness.mjs';
 
 const skip = skipReason();
 if (skip) test('the guided walk in chromium', { skip }, () => {});
@@ -335,6 +335,36 @@ describe('the guided walk', { skip }, () => {
         `${method === 'transformer-attribution' ? '' : `, ${shownAfter} ms from the menu to the first step`}; ${e.nodeMs.toFixed(0)} ms in node); draw ${stats(draw)}`);
     }
     t.diagnostic(`DeiT-tiny: ${times.join('; ')}`);
+
+    // Stop (the page's button), twice. First just after another class was chosen, while its
+    // explanation is computed: the grid is not started again by the cancelled explanation.
+    const runs = () => page.$eval('#grid', (g) => Number(g.dataset.runs ?? 0));
+    const restarts = () => page.evaluate(() => Number(document.documentElement.dataset.workerRestarts ?? 0));
+    const idle = () => page.waitForFunction(() => document.getElementById('status').textContent === 'Stopped' &&
+      document.getElementById('busy').hidden, null, { timeout: 60_000 });
+    const runs0 = await runs();
+    await page.click('#scores .score:nth-child(2)');
+    await page.click('#stop');
+    await idle();
+    await page.waitForTimeout(300);
+    assert.equal(await runs(), runs0, 'the grid did not run again after a Stop');
+    // Then while one of the grid's long methods runs: the client raises the cancel flags of what it
+    // cancels, the engine stops at its next progress report, and the page is idle again without
+    // a restart of the worker (which would load the model again).
+    const restarts0 = await restarts();
+    await afterNewExplanation(page, () => page.click('#scores .score:nth-child(1)'));
+    await page.waitForFunction((n) => Number(document.getElementById('grid').dataset.runs ?? 0) > n, runs0);
+    const long = await (await page.waitForFunction(() => [...document.querySelectorAll('#grid .cell[data-state="running"]')]
+      .find((c) => parseInt(c.querySelector('.cell-ms').textContent, 10) < 50)?.dataset.method, null, { timeout: 120_000 })).jsonValue();
+    const stoppedAt = Date.now();
+    await page.click('#stop');
+    await idle();
+    t.diagnostic(`DeiT-tiny: Stop while the grid's ${long} ran: the page idle again after ${Date.now() - stoppedAt} ms`);
+    assert.equal(await restarts(), restarts0, 'the worker was not restarted');
+    assert.equal(await page.$eval(`#grid .cell[data-method="${long}"]`, (c) => c.dataset.state), 'stopped', `the grid's ${long} shows that it was stopped`);
+    assert.equal(await page.isVisible('#error'), false, 'a Stop is not an error');
+    // The page works on.
+    await afterNewExplanation(page, () => page.click('#scores .score:nth-child(2)'));
     assert.deepEqual(tab.consoleErrors, []);
     await tab.context.close();
     fs.rmSync(dir, { recursive: true, force: true });

@@ -54,9 +54,13 @@ export function createExplanationView(app) {
   });
   $('cancel').addEventListener('click', cancelLong);
 
+  // Explains the image with the chosen method and draws the result. Resolves to false when the
+  // request was cancelled (a Stop, the Cancel button) or replaced by a newer one, so that what
+  // follows an explanation (the grid) is not started by it; to true otherwise (drawn, or failed
+  // with its error shown).
   async function explain() {
     const m = app.methodInfo(app.views.options.method);
-    if (!m || !app.predictions.length) return;
+    if (!m || !app.predictions.length) return false;
     if (pending) {
       app.client.cancel(pending.id);
       raiseFlag(progress?.flag);
@@ -73,7 +77,7 @@ export function createExplanationView(app) {
       const ex = await p;
       // A newer request replaced this one while the worker was finishing it: its result is stale
       // (another method, image or class), so it must not be drawn over the newer one.
-      if (pending !== p) return;
+      if (pending !== p) return false;
       app.explanation = ex;
       draw();
       const total = ex.ms.toFixed(1);
@@ -85,7 +89,7 @@ export function createExplanationView(app) {
       // first explanation) follow once the browser has painted this one; the counters below say
       // that every view has it.
       await afterPaint();
-      if (app.explanation !== ex) return; // a newer one was drawn meanwhile and told them
+      if (app.explanation !== ex) return false; // a newer one was drawn meanwhile and told them
       emit('explained', { explanation: ex });
       const root = document.documentElement;
       root.dataset.explanations = String(Number(root.dataset.explanations ?? 0) + 1);
@@ -95,9 +99,11 @@ export function createExplanationView(app) {
         root.dataset.timeline = JSON.stringify(app.timeline);
       }
       app.setStatus('Ready');
+      return true;
     } catch (e) {
       app.showError(`${m.name} failed`, e);
       if (e.code === 'cancelled' && pending === p) app.setStatus(`${m.name} was cancelled`);
+      return e.code !== 'cancelled' && pending === p;
     } finally {
       if (pending === p) pending = null;
       markPending();

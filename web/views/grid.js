@@ -23,6 +23,16 @@ export function createGridView(app) {
     cancelPending();
     run++;
   });
+  // Stop: the cells not done say so (their requests were cancelled; the run's late progress
+  // reports are dropped).
+  on('stopped', () => {
+    run++;
+    for (const cell of $('grid').children) {
+      if (cell.dataset.state !== 'pending' && cell.dataset.state !== 'running') continue;
+      cell.dataset.state = 'stopped';
+      cell.querySelector('.cell-ms').textContent = 'stopped';
+    }
+  });
   on('model-changed', ({ reloaded }) => {
     if (reloaded) return;
     for (const cell of $('grid').children) {
@@ -64,9 +74,10 @@ export function createGridView(app) {
   async function runAll() {
     const thisRun = ++run;
     cancelPending();
+    $('grid').dataset.runs = String(Number($('grid').dataset.runs ?? 0) + 1); // for the tests
     const cells = [...$('grid').children];
     cells.forEach((cell, i) => {
-      cell.dataset.state = 'pending'; // then 'running' (a long method's progress), 'done' or 'error'
+      cell.dataset.state = 'pending'; // then 'running' (a long method's progress), 'done', 'error' or 'stopped'
       delete cell.dataset.restarts; // how often a view's request stopped the cell's long method
       cell.title = describe(app.methods[i]); // not a previous run's error
       cell.querySelector('.cell-ms').textContent = '…';

@@ -17,6 +17,12 @@ export function createPerturbationView(app) {
   // A new image, class or model: stop the running test at once (through its flag), so that the
   // new image's requests do not wait for it.
   on('explains-cancelled', () => pending?.cancel());
+  on('stopped', () => {
+    const note = $('faith-note');
+    if (!pending || note.dataset.state === 'done') return;
+    note.dataset.state = 'stopped';
+    note.textContent = '— stopped';
+  });
   on('model-changed', ({ reloaded }) => {
     if (!reloaded) clear('');
   });

@@ -74,9 +74,7 @@ export function createPredictionView(app) {
     renderScores();
     emit('predicted', { predictions: out.predictions, view: out.view, aspect: out.aspect });
     const done = main.explain();
-    // The grid (long methods included) queues behind the main view's explanation, per-head views and
-    // perturbation curve, which are requested as soon as the explanation arrives.
-    if (grid) done.then(() => app.views.grid.run());
+    if (grid) gridAfter(done);
     return done;
   }
 
@@ -148,7 +146,18 @@ export function createPredictionView(app) {
     targetChosen = true;
     for (const b of $('scores').children) b.setAttribute('aria-pressed', String(Number(b.dataset.class) === cls));
     app.cancelExplains();
-    app.views.explanation.explain().then(() => app.views.grid.run());
+    gridAfter(app.views.explanation.explain());
+  }
+
+  // The grid (long methods included) queues behind the main view's explanation, per-head views and
+  // perturbation curve, which are requested as soon as the explanation arrives. Not after an
+  // explanation that was cancelled or replaced, nor once anything was cancelled since it was asked
+  // for (a Stop is not undone; another image or class runs the grid after its own explanation).
+  function gridAfter(explanation) {
+    const cancelAlls = app.client.cancelAlls;
+    explanation.then((explained) => {
+      if (explained && app.client.cancelAlls === cancelAlls) app.views.grid.run();
+    });
   }
 
   return { classify, predict, restore };

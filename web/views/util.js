@@ -1,5 +1,8 @@
-// util.js — small helpers the views share: element lookup, canvas sizing, cancel flags, stopping a
-// long request.
+// util.js — small helpers the views share: element lookup, canvas sizing, cancel flags (flags.js),
+// stopping a long request.
+import { raiseFlag } from '../flags.js';
+
+export { cancelFlag, raiseFlag } from '../flags.js';
 
 export const $ = (id) => document.getElementById(id);
 
@@ -34,39 +37,10 @@ export function afterPaint() {
   });
 }
 
-// The engine stops a long request at its next progress report once the request's cancel flag is
-// raised; the worker cannot hear a message during the call. A cross-origin isolated page shares a
-// one-Int32 flag with it (SharedArrayBuffer); a plain page has none, so its flag is a blob URL the
-// worker reads, at most every 100 ms, and raising it revokes the URL (worker.js, cancelWatch);
-// with it goes `probe`, a URL made once and never revoked, by which the worker learns whether it
-// can read the page's URLs at all. Without this, a new image waited behind the grid's long methods
-// there, ~160 ms on average and up to ~0.5 s (docs/performance.md, 2026-12-03, fourth session).
-// A view may reuse a flag for requests one after another, so its URL lives as long as the flag
-// object: it is revoked once the object is collected (the client keeps it while a request that
-// carries it is pending).
-const CAN_SHARE = self.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function';
-const PROBE = CAN_SHARE ? null : URL.createObjectURL(new Blob());
-const collected = CAN_SHARE ? null : new FinalizationRegistry((url) => URL.revokeObjectURL(url));
-
-// A cancel flag for long requests: a SharedArrayBuffer when the page is isolated, else
-// { url, probe } (blob URLs).
-export function cancelFlag() {
-  if (CAN_SHARE) return new SharedArrayBuffer(4);
-  const flag = { url: URL.createObjectURL(new Blob()), probe: PROBE };
-  collected.register(flag, flag.url);
-  return flag;
-}
-
-// Asks the engine to stop the requests watching `flag` at their next progress report.
-export function raiseFlag(flag) {
-  if (typeof flag?.url === 'string') URL.revokeObjectURL(flag.url);
-  else if (flag) Atomics.store(new Int32Array(flag), 0, 1);
-}
-
 // Stops the long request `id` through its cancel flag (the engine stops at its next progress
 // report), or — without a flag, or if the engine has not stopped within 3 s (a browser whose
-// worker cannot read the flag) — by restarting the worker (app.stop(), which reloads the model
-// and image).
+// worker cannot read the flag) — by app.stop(), which stops everything and restarts the worker
+// if it is still busy a second later (the model and image loaded again).
 export async function stopLong(app, id, flag) {
   if (!app.client.pending.has(id)) return;
   if (flag) {
