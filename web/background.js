@@ -4,17 +4,20 @@
 // wasm call cannot be interrupted by a message, so a view's request (app.call with priority) had
 // waited for the background request running: on a DeiT-tiny-sized model ~15 s behind the grid's
 // attattr, and 1.3 s behind the perturbation curve (its 18 forward passes) for the walk's 74 ms
-// (docs/performance.md, 2026-12-04). A background request is therefore asked with a cancel flag of
-// its own and withdrawn for a request of a higher rank: dropped from the worker's queue if it has
-// not started, else stopped at its next progress report (one forward pass); then asked again from
-// scratch behind that request. What a stopped request had done is lost.
+// (docs/performance.md, 2026-12-04); the heads section's ranked curves (AttAttr's: ~16 s) too. A
+// background request is therefore asked with a cancel flag of its own and withdrawn for a request
+// of a higher rank: dropped from the worker's queue if it has not started, else stopped at its next
+// progress report (one forward pass); then asked again from scratch behind that request. What a
+// stopped request had done is lost.
 //
-// Ranks: the grid's long methods 0, the perturbation curve 1, the views' own requests Infinity.
-// Each withdraws only lower ranks, so two background requests never withdraw each other in turn.
+// Ranks: the grid's long methods 0, the perturbation curve 1, the heads section's ranked curves 2
+// (views/heads.js), the views' own requests Infinity. Each withdraws only lower ranks, so two
+// background requests never withdraw each other in turn. A withdrawn request starts again from
+// scratch: while views keep asking (a pointer moving over the image), a long one waits.
 import { on } from './events.js';
-import { cancelFlag, raiseFlag } from './views/util.js';
+import { cancelFlag, raiseFlag } from './flags.js';
 
-export const RANK = { grid: 0, perturbation: 1, view: Infinity };
+export const RANK = { grid: 0, perturbation: 1, rankings: 2, view: Infinity };
 
 export function createBackground(app) {
   const inFlight = new Set(); // { id, flag, rank, started, preempted }

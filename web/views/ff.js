@@ -70,7 +70,12 @@ export function createFfView(app) {
     buildStepper();
     clear();
   });
-  on('image-changed', () => { halted = false; });
+  // Another image: its decomposition for the last one (norm-based: ~4 s on a DeiT-tiny-sized
+  // model) is stopped at once, not when the next explanation arrives, which it would delay.
+  on('image-changed', () => {
+    halted = false;
+    drop();
+  });
   on('explained', () => refresh());
   on('query-changed', () => { if (open() && data) draw(); });
   $('ff-open').addEventListener('toggle', () => {

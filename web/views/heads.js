@@ -20,6 +20,7 @@
 // Keyboard: the grid is one tab stop; arrows move between heads (and to the block buttons at the
 // row starts), Home / End to the row's ends, Space or Enter toggles. Changes are debounced, and a
 // newer change cancels the requests of an older one.
+import { RANK } from '../background.js';
 import { on } from '../events.js';
 import { drawOverlay, formatNumber } from '../render.js';
 import { lineChart } from '../teach.js';
@@ -48,7 +49,6 @@ export function createHeadsView(app) {
   let rankings = {}; // ranking → its curve (core's), for rankKey
   let rankingP = null;
   let rankPending = []; // the ranking requests in flight (cancelled only by another image, class or model)
-  let rankFlag = null; // their shared cancel flag (cross-origin isolated pages only)
   let rankProgress = ''; // what the note says about them while they run
   let shown = null; // what is drawn: { predictions, top, explanation, clicks: curve }
 
@@ -72,6 +72,13 @@ export function createHeadsView(app) {
     clearDrawing();
   });
   on('explained', () => schedule(0));
+  // Another image, class or model: what this view computes for the last one (the ranked curves'
+  // AttAttr: ~16 s on a DeiT-tiny-sized model) is stopped at once, not when the next explanation
+  // arrives, which it would otherwise delay.
+  on('explains-cancelled', () => {
+    cancelPending();
+    cancelRankings();
+  });
   on('predicted', () => {
     masked = null; // a new image or an edit: its own masked input
     schedule(0);
@@ -297,13 +304,15 @@ export function createHeadsView(app) {
     if (rankKey === key && (rankingP || Object.keys(rankings).length === 2)) return;
     cancelRankings();
     rankKey = key;
-    rankFlag = cancelFlag();
     const main = app.explanation;
     const attattr = main?.method === 'attattr' && main.target === target ? main.attattr : undefined;
     const one = (ranking, extra) => {
       const t0 = performance.now();
       const label = SERIES.find((s) => s.key === ranking).name;
-      const p = app.call('prune', { image, ranking, target, cancelFlag: rankFlag, ...extra }, [], {
+      // Background work (background.js): a view's own request, this section's included, stops it
+      // and it is asked again after that request.
+      const p = app.background.ask('prune', { image, ranking, target, ...extra }, {
+        rank: RANK.rankings,
         priority: true,
         onProgress: (f) => {
           if (rankKey !== key) return;
@@ -336,10 +345,8 @@ export function createHeadsView(app) {
   }
 
   function cancelRankings() {
-    for (const p of rankPending) app.client.cancel(p.id);
-    raiseFlag(rankFlag);
+    for (const p of rankPending) p.cancel();
     rankPending = [];
-    rankFlag = null;
     rankingP = null;
     rankKey = '';
     rankings = {};
