@@ -53,8 +53,12 @@ export class WorkerClient {
     }
     this.pending.delete(msg.id);
     try {
-      // A result the worker sent before it read the cancel: dropped as the worker would have.
-      if (p.cancelled) throw new VitlensError('cancelled', 'cancelled');
+      // A result the worker sent before it read the cancel: dropped as the worker would have (an
+      // image prepared for it is released, as the worker releases one it knows was cancelled).
+      if (p.cancelled && msg.type === 'result') {
+        if (p.type === 'prepare' && msg.out?.image !== undefined) this.worker.postMessage({ type: 'release', id: this.nextId++, in: { image: msg.out.image } });
+        throw new VitlensError('cancelled', 'cancelled');
+      }
       p.resolve(replyValue(msg));
     } catch (e) {
       p.reject(e);

@@ -584,8 +584,13 @@ async function drain() {
       const handler = handlers[msg.type];
       if (!handler) throw fail('bad_argument', `unknown request type '${msg.type}'`);
       const { out, transfer } = await handler(msg.in ?? {});
-      if (running.cancelled) reply({ type: 'error', id: msg.id, err: { code: 'cancelled', message: 'cancelled' } });
-      else reply({ type: 'result', id: msg.id, out }, transfer);
+      if (running.cancelled) {
+        // The page never learns of an image prepared for a cancelled request: freed here.
+        if (msg.type === 'prepare') await handlers.release({ image: out.image });
+        reply({ type: 'error', id: msg.id, err: { code: 'cancelled', message: 'cancelled' } });
+      } else {
+        reply({ type: 'result', id: msg.id, out }, transfer);
+      }
     } catch (e) {
       reply({ type: 'error', id: msg.id, err: running.cancelled ? { code: 'cancelled', message: 'cancelled' } : toErr(e) });
     }

@@ -162,4 +162,47 @@ describe('the page under abuse', { skip }, () => {
     assert.ok(Math.abs(drift) <= MAX_ALLOCATED_DRIFT, `malloc in use changed by ${drift} bytes (bound ${MAX_ALLOCATED_DRIFT})`);
     assert.deepEqual(tab.consoleErrors, []);
   });
+  test('a cancelled prepare leaves no image behind in the worker', async (t) => {
+    const { page } = tab;
+    const r = await page.evaluate(async (img) => {
+      const { WorkerClient } = await import('./client.js');
+      const client = new WorkerClient();
+      try {
+        await client.call('init', { wasmUrl: new URL('./wasm/vitlens.js', location.href).href });
+        await client.call('loadModel', { source: { url: new URL('./models/vitlens-scenes.vitl', location.href).href } });
+        const blob = await (await fetch(`./models/gallery/${img}`)).blob();
+        const { image } = await client.call('prepare', { source: { blob } });
+        await client.call('release', { image });
+        const before = (await client.call('stats')).allocatedBytes;
+        const outcomes = { cancelledInWorker: 0, droppedInPage: 0, releasedByClient: 0 };
+        const post = client.worker.postMessage.bind(client.worker);
+        client.worker.postMessage = (msg, transfer) => {
+          if (msg.type === 'release') outcomes.releasedByClient++;
+          return post(msg, transfer);
+        };
+        for (let i = 0; i < 20; i++) {
+          // Cancelled while the worker prepares it (the worker frees the image) ...
+          const a = client.call('prepare', { source: { blob } });
+          client.cancel(a.id);
+          await a.then(() => { throw new Error('a cancelled prepare resolved'); }, (e) => { if (e.code === 'cancelled') outcomes.cancelledInWorker++; });
+          // ... and after the worker answered, before this thread read the answer (the client
+          // drops it and releases the image).
+          const b = client.call('prepare', { source: { blob } });
+          for (const end = performance.now() + 300; performance.now() < end;);
+          client.cancel(b.id);
+          await b.then(() => { throw new Error('a cancelled prepare resolved'); }, (e) => { if (e.code === 'cancelled') outcomes.droppedInPage++; });
+        }
+        await client.call('stats'); // the releases the client sent are answered before this
+        return { before, after: (await client.call('stats')).allocatedBytes, outcomes };
+      } finally {
+        client.terminate();
+      }
+    }, labels.scenes[0].image);
+    t.diagnostic(`malloc in use ${r.before} → ${r.after} bytes after 40 cancelled prepares (${JSON.stringify(r.outcomes)})`);
+    assert.equal(r.outcomes.cancelledInWorker, 20);
+    assert.equal(r.outcomes.droppedInPage, 20);
+    assert.ok(r.outcomes.releasedByClient >= 1, 'the page-side drop was exercised (a prepare answered during the 300 ms wait)');
+    assert.ok(Math.abs(r.after - r.before) <= MAX_ALLOCATED_DRIFT, `malloc in use changed by ${r.after - r.before} bytes (bound ${MAX_ALLOCATED_DRIFT})`);
+    assert.deepEqual(tab.consoleErrors, []);
+  });
 });
