@@ -26,11 +26,11 @@ export function createBackground(app) {
     if (a.preempted) return;
     a.preempted = true;
     // Not started as far as the page knows: probably queued, dropped by the worker (if it did
-    // start, its result is discarded and the flag stops it). Started: only the flag, so that
-    // where the worker cannot read it (a plain page's blob URLs in some browsers) its result is
-    // still used.
+    // start, its result is discarded and the flag, raised by cancel, stops it). Started: only the
+    // flag, so that where the worker cannot read it (a plain page's blob URLs in some browsers)
+    // its result is still used.
     if (!a.started) app.client.cancel(a.id);
-    raiseFlag(a.flag);
+    else raiseFlag(a.flag);
   }
 
   on('priority-request', ({ rank }) => {
@@ -76,9 +76,7 @@ export function createBackground(app) {
     const promise = run();
     promise.cancel = () => {
       cancelled = true;
-      if (!current) return;
-      app.client.cancel(current.id);
-      raiseFlag(current.flag);
+      if (current) app.client.cancel(current.id);
     };
     return promise;
   }

@@ -85,25 +85,23 @@ export class WorkerClient {
     return promise;
   }
 
-  // Drops a queued request, or the result of the running one (the worker answers 'cancelled');
-  // the promise rejects as 'cancelled' even when the result was already on its way.
+  // Drops a queued request, or the result of the running one (the worker answers 'cancelled'), and
+  // raises the request's cancel flag: the engine stops a running long one at its next progress
+  // report instead of finishing work whose result is dropped. The promise rejects as 'cancelled'
+  // even when the result was already on its way.
   cancel(id) {
     const p = this.pending.get(id);
     if (!p) return;
     p.cancelled = true;
+    raiseFlag(p.flag);
     this.worker.postMessage({ type: 'cancel', id: this.nextId++, in: { id } });
   }
 
-  // Cancels every pending request of the given type (all types when omitted), and raises their
-  // cancel flags: the engine stops a running long one at its next progress report instead of
-  // finishing work whose result is dropped (a Stop then needs no restart: app.stop).
+  // Cancels every pending request of the given type (all types when omitted), flags raised (a Stop
+  // then needs no restart: app.stop).
   cancelAll(type) {
     this.cancelAlls++;
-    for (const [id, p] of this.pending) {
-      if (type && p.type !== type) continue;
-      this.cancel(id);
-      raiseFlag(p.flag);
-    }
+    for (const [id, p] of this.pending) if (!type || p.type === type) this.cancel(id);
   }
 
   get busy() {

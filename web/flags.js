@@ -9,9 +9,10 @@
 // with it goes `probe`, a URL made once and never revoked, by which the worker learns whether it
 // can read the page's URLs at all. Without this, a new image waited behind the grid's long methods
 // there, ~160 ms on average and up to ~0.5 s (docs/performance.md, 2026-12-03, fourth session).
-// A view may reuse a flag for requests one after another, so its URL lives as long as the flag
-// object: it is revoked once the object is collected (the client keeps it while a request that
-// carries it is pending).
+// A flag belongs to one request: the client raises it when the request is cancelled (client.js),
+// so it must not be shared with another that should go on. Its URL lives as long as the flag
+// object: it is revoked once the object is collected (the client keeps it while its request is
+// pending).
 const CAN_SHARE = self.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function';
 const PROBE = CAN_SHARE ? null : URL.createObjectURL(new Blob());
 const collected = CAN_SHARE ? null : new FinalizationRegistry((url) => URL.revokeObjectURL(url));

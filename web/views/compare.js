@@ -17,7 +17,7 @@
 import { on } from '../events.js';
 import { drawColorbar, drawOverlay, normalise } from '../render.js';
 import { chartLegend, ORDER_NAMES, perturbationChart } from '../teach.js';
-import { $, cancelFlag, fitCanvas, raiseFlag, stopLong } from './util.js';
+import { $, cancelFlag, fitCanvas, stopLong } from './util.js';
 
 // ROAD by itself up to 128 × 128 pixels (the shipped model's 64 × 64: well under a second for
 // both maps); a 224 × 224 input takes seconds per map (README, "The page").
@@ -158,10 +158,7 @@ export function createCompareView(app) {
   function cancelRun() {
     run++;
     inFlight = '';
-    for (const p of pending) {
-      app.client?.cancel(p.id);
-      raiseFlag(p.flag);
-    }
+    for (const p of pending) app.client?.cancel(p.id); // their flags raised too
     pending = [];
     endProgress();
   }

@@ -7,7 +7,7 @@
 import { emit, on } from '../events.js';
 import { drawColorbar, drawGrid, drawOverlay, formatNumber, minMax } from '../render.js';
 import { patchToken, tokenLayout, tokenPatch } from '../tokens.js';
-import { $, afterPaint, cancelFlag, fitCanvas, raiseFlag, stopLong } from './util.js';
+import { $, afterPaint, cancelFlag, fitCanvas, stopLong } from './util.js';
 
 export function createExplanationView(app) {
   const display = { cmap: 'jet', opacity: 0.55, threshold: 0 };
@@ -61,10 +61,7 @@ export function createExplanationView(app) {
   async function explain() {
     const m = app.methodInfo(app.views.options.method);
     if (!m || !app.predictions.length) return false;
-    if (pending) {
-      app.client.cancel(pending.id);
-      raiseFlag(progress?.flag);
-    }
+    if (pending) app.client.cancel(pending.id); // its flag raised too
     app.setStatus(`Explaining with ${m.name}…`);
     const flag = m.longRunning ? cancelFlag() : null;
     let p = null;

@@ -17,7 +17,7 @@
 import { on } from '../events.js';
 import { COLORMAPS } from '../render.js';
 import { tokenLayout, tokenName, tokenPatch } from '../tokens.js';
-import { $, cancelFlag, raiseFlag, sizeCanvas, stopLong } from './util.js';
+import { $, cancelFlag, sizeCanvas, stopLong } from './util.js';
 
 const BEFORE = 'atb-res-ln';
 const AFTER = 'atb-res-ln-ff';
@@ -94,10 +94,7 @@ export function createFfView(app) {
   new ResizeObserver(() => { if (open() && data) draw(); }).observe($('ff-body'));
 
   function drop() {
-    if (pending) {
-      app.client.cancel(pending.p.id);
-      raiseFlag(pending.flag);
-    }
+    if (pending) app.client.cancel(pending.p.id); // its flag raised too
     pending = null;
     data = null;
     dataKey = null;

@@ -19,8 +19,8 @@ export function createGridView(app) {
     for (const p of pendingCalls) p.cancel();
     pendingCalls = [];
   }
+  // A new image, class or model: app.cancelExplains has cancelled the run's explains (flags raised).
   on('explains-cancelled', () => {
-    cancelPending();
     run++;
   });
   // Stop: the cells not done say so (their requests were cancelled; the run's late progress
@@ -127,7 +127,7 @@ export function createGridView(app) {
         },
       });
     } else {
-      p = app.call('explain', { ...input, cancelFlag: null });
+      p = app.call('explain', input);
       p.cancel = () => app.client.cancel(p.id);
     }
     pendingCalls.push(p);

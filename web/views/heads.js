@@ -24,7 +24,7 @@ import { RANK } from '../background.js';
 import { on } from '../events.js';
 import { drawOverlay, formatNumber } from '../render.js';
 import { lineChart } from '../teach.js';
-import { $, cancelFlag, fitCanvas, raiseFlag } from './util.js';
+import { $, cancelFlag, fitCanvas } from './util.js';
 
 const DEBOUNCE_MS = 150;
 const TOP = 5; // classes listed
@@ -43,7 +43,6 @@ export function createHeadsView(app) {
   let version = 0; // counts changes; a result of an older version is dropped
   let timer = 0;
   let pending = []; // this view's requests in flight (cancelled by a newer change)
-  let explainFlag = null; // the cancel flag of a long method's masked explain in flight
   let masked = null; // { id, image, key }: the worker's handle of the masked input, for app.imageId `image`
   let rankKey = ''; // `${image}:${target}` the ranking curves belong to
   let rankings = {}; // ranking → its curve (core's), for rankKey
@@ -227,10 +226,8 @@ export function createHeadsView(app) {
   }
 
   function cancelPending() {
-    for (const p of pending) app.client.cancel(p.id);
+    for (const p of pending) app.client.cancel(p.id); // their flags raised too
     pending = [];
-    raiseFlag(explainFlag);
-    explainFlag = null;
   }
 
   // Brings the section up to date with the mask, image, class and method: the masked input, its
@@ -273,7 +270,7 @@ export function createHeadsView(app) {
         top = masked.top;
         const options = { ...app.views.options.request(method), target };
         if (!method.options.includes('target')) delete options.target;
-        explainFlag = method.longRunning ? cancelFlag() : null;
+        const explainFlag = method.longRunning ? cancelFlag() : null;
         const onProgress = method.longRunning ? (f) => setNote(`${method.name} of the masked model: ${Math.round(100 * f)} %`) : undefined;
         explanation = await track(app.call('explain', { image: masked.id, method: method.name, options, cancelFlag: explainFlag }, [],
           { priority: true, onProgress }));

@@ -14,9 +14,6 @@ export function createPerturbationView(app) {
   let pending = null; // the perturbation request in flight
 
   on('explained', ({ explanation }) => run(explanation));
-  // A new image, class or model: stop the running test at once (through its flag), so that the
-  // new image's requests do not wait for it.
-  on('explains-cancelled', () => pending?.cancel());
   on('stopped', () => {
     const note = $('faith-note');
     if (!pending || note.dataset.state === 'done') return;

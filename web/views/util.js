@@ -2,7 +2,7 @@
 // stopping a long request.
 import { raiseFlag } from '../flags.js';
 
-export { cancelFlag, raiseFlag } from '../flags.js';
+export { cancelFlag } from '../flags.js';
 
 export const $ = (id) => document.getElementById(id);
 
