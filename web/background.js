@@ -7,17 +7,22 @@
 // (docs/performance.md, 2026-12-04); the heads section's ranked curves (AttAttr's: ~16 s) too. A
 // background request is therefore asked with a cancel flag of its own and withdrawn for a request
 // of a higher rank: dropped from the worker's queue if it has not started, else stopped at its next
-// progress report (one forward pass); then asked again from scratch behind that request. What a
-// stopped request had done is lost.
+// progress report (one forward pass); then asked again behind that request. What a stopped
+// request had done is lost, except where the engine keeps it in the image's state: norm-based's
+// finished blocks (ExplainState::norm), so a withdrawn norm-based explanation goes on from the
+// block it was in.
 //
 // Ranks: the grid's long methods 0, the perturbation curve 1, the heads section's ranked curves 2
-// (views/heads.js), the views' own requests Infinity. Each withdraws only lower ranks, so two
-// background requests never withdraw each other in turn. A withdrawn request starts again from
-// scratch: while views keep asking (a pointer moving over the image), a long one waits.
+// (views/heads.js), the feed-forward view's norm-based maps 3 (views/ff.js: asked for by opening
+// the view, seconds on a DeiT-tiny-sized model, and resumed where it stopped), the views' own
+// requests Infinity. Each withdraws only lower ranks, so two background requests never withdraw
+// each other in turn. While views keep asking (a pointer moving over the image), a long request
+// that starts again from scratch waits.
 import { on } from './events.js';
 import { cancelFlag, raiseFlag } from './flags.js';
+import { stopLong } from './views/util.js';
 
-export const RANK = { grid: 0, perturbation: 1, rankings: 2, view: Infinity };
+export const RANK = { grid: 0, perturbation: 1, rankings: 2, ff: 3, view: Infinity };
 
 export function createBackground(app) {
   const inFlight = new Set(); // { id, flag, rank, started, preempted }
@@ -77,6 +82,13 @@ export function createBackground(app) {
     promise.cancel = () => {
       cancelled = true;
       if (current) app.client.cancel(current.id);
+    };
+    // A Cancel button's stop (views/util.js stopLong): through the flag, or by app.stop() if the
+    // engine has not stopped within 3 s.
+    promise.stop = async () => {
+      const a = current;
+      promise.cancel();
+      if (a) await stopLong(app, a.id, a.flag);
     };
     return promise;
   }

@@ -3,7 +3,8 @@
 // the mixing ratios and the rollout token map of every stage; the decomposition identities (the
 // pieces of a row plus the bias term reproduce the actual activation at every stage); results
 // independent of the thread count; the memory held per block and per row (no n×n×d array);
-// cancellation; not class-specific; the atb map per head (norm_head_maps); one image's FF summary
+// cancellation, and a stopped explanation going on from the blocks it finished; not class-specific;
+// the atb map per head (norm_head_maps); one image's FF summary
 // (norm_image_summary: context shares, Spearman ρ, mixing means) against the reference's.
 //
 // Set VITLENS_PARITY_REPORT=1 to print the worst error per shape and stage.
@@ -140,13 +141,18 @@ TEST_CASE("norm-based pieces plus the bias term reproduce every stage's activati
 
 TEST_CASE("norm-based: thread count, class, cancellation, option errors", "[norm]") {
   const NormCase c = load_norm_case("nonsquare");
-  ExplainState st;
-  st.set_input(c.model, c.input);
+  // Each call on a state of its own: a state keeps the blocks it has computed (ExplainState::norm).
+  const auto fresh = [&c] {
+    ExplainState s;
+    s.set_input(c.model, c.input);
+    return s;
+  };
+  ExplainState st = fresh(), st2 = fresh();
   MethodOptions one, two;
   two.threads = 2;
   two.target = (top_k(c.model.config, st.trace.logits, 2)[1].cls);  // another class: same maps
   const Explanation a = explain(c.model, st, "norm-based", one);
-  const Explanation b = explain(c.model, st, "norm-based", two);
+  const Explanation b = explain(c.model, st2, "norm-based", two);
   for (int blk = 0; blk < c.model.config.depth; ++blk)
     for (int s = 0; s < 5; ++s) {
       CHECK(a.norm[size_t(blk)].maps[s] == b.norm[size_t(blk)].maps[s]);
@@ -161,7 +167,8 @@ TEST_CASE("norm-based: thread count, class, cancellation, option errors", "[norm
   int calls = 0;
   stop.progress = [&calls](double) { return ++calls < 2; };
   try {
-    explain(c.model, st, "norm-based", stop);
+    ExplainState s = fresh();
+    explain(c.model, s, "norm-based", stop);
     FAIL("not cancelled");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::cancelled);
@@ -177,7 +184,8 @@ TEST_CASE("norm-based: thread count, class, cancellation, option errors", "[norm
       seen.push_back(f);
       return true;
     };
-    explain(c.model, st, "norm-based", watch);
+    ExplainState s = fresh();
+    explain(c.model, s, "norm-based", watch);
     CHECK(seen.size() > size_t(c.model.config.depth) + 1);
     for (size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] >= seen[i - 1]);
     CHECK(seen.back() == 1.0);
@@ -194,6 +202,70 @@ TEST_CASE("norm-based: thread count, class, cancellation, option errors", "[norm
   // row 0 of the accumulated product, columns 1:, is the token map
   for (int k = 0; k < c.model.config.num_patches(); ++k)
     CHECK(std::fabs(e.blocks.back().accumulated(0, k + 1) - e.token_map.data()[k]) <= 1e-6f);
+}
+
+// A norm-based explanation stopped by its progress callback keeps the blocks it finished in the
+// state (ExplainState::norm) and goes on from the next one when asked again (the page's views ask
+// again after a withdrawal: web/background.js): the same maps, bit for bit, as one uninterrupted
+// call, whatever the threads; a state with every block answers without computing any; a new input
+// forgets them.
+TEST_CASE("norm-based: a stopped explanation goes on from the blocks it finished", "[norm]") {
+  const NormCase c = load_norm_case("nonsquare");
+  const int L = c.model.config.depth;
+  REQUIRE(L >= 3);
+  ExplainState whole, st;
+  whole.set_input(c.model, c.input);
+  st.set_input(c.model, c.input);
+  const Explanation a = explain(c.model, whole, "norm-based");
+
+  MethodOptions stop;  // stops halfway through block 2
+  stop.progress = [L](double f) { return f < (2.5 / L); };
+  try {
+    explain(c.model, st, "norm-based", stop);
+    FAIL("not cancelled");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::cancelled);
+  }
+  REQUIRE(st.norm.size() == 2);
+
+  for (int threads : {1, 2}) {
+    ExplainState s = st;  // blocks 0 and 1 done
+    MethodOptions go;
+    go.threads = threads;
+    std::vector<double> seen;
+    go.progress = [&seen](double f) {
+      seen.push_back(f);
+      return true;
+    };
+    const Explanation b = explain(c.model, s, "norm-based", go);
+    REQUIRE(!seen.empty());
+    CHECK(seen.front() == 2.0 / L);  // block 2 first: 0 and 1 are not computed again
+    CHECK(seen.back() == 1.0);
+    for (int blk = 0; blk < L; ++blk)
+      for (int k = 0; k < 5; ++k) {
+        CHECK(a.norm[size_t(blk)].maps[k] == b.norm[size_t(blk)].maps[k]);
+        CHECK(a.norm[size_t(blk)].mixing[k] == b.norm[size_t(blk)].mixing[k]);
+      }
+    CHECK(a.token_map == b.token_map);
+  }
+
+  // Every block done: another stage's map from the same blocks, computing none.
+  std::vector<double> seen;
+  MethodOptions other;
+  other.stage = NormStage::atb;
+  other.progress = [&seen](double f) {
+    seen.push_back(f);
+    return true;
+  };
+  const Explanation atb = explain(c.model, whole, "norm-based", other);
+  CHECK(seen == std::vector<double>{1.0});
+  ExplainState again;
+  again.set_input(c.model, c.input);
+  other.progress = {};
+  CHECK(explain(c.model, again, "norm-based", other).token_map == atb.token_map);
+
+  whole.set_input(c.model, c.input);  // a new forward pass: the blocks are of the last one
+  CHECK(whole.norm.empty());
 }
 
 // The memory claim: per block the tables hold H·n·(d + mlp) values plus (n, mlp) twice, per row

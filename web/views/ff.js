@@ -14,10 +14,14 @@
 // all through the worker's `normFf`, which computes the norm-based maps only when the main view
 // has none (norm-based is long-running: progress and Cancel here), and only while the section is
 // open. Another model or image drops the data; the query follows the page's (app.query).
+// The request is background work of rank 3 (background.js): another view's request withdraws it
+// for a moment (on a DeiT-tiny-sized model the heads section's curve had waited 4.7 s behind it),
+// and the engine goes on from the block it was in (ExplainState::norm).
+import { RANK } from '../background.js';
 import { on } from '../events.js';
 import { COLORMAPS } from '../render.js';
 import { tokenLayout, tokenName, tokenPatch } from '../tokens.js';
-import { $, cancelFlag, sizeCanvas, stopLong } from './util.js';
+import { $, sizeCanvas } from './util.js';
 
 const BEFORE = 'atb-res-ln';
 const AFTER = 'atb-res-ln-ff';
@@ -51,7 +55,7 @@ const divIndex = (v, m) => Math.round(Math.min(1, Math.max(0, m > 0 ? 0.5 + v / 
 export function createFfView(app) {
   let dataKey = null; // app.imageId the data belong to
   let data = null; // { norm, summary, fetchMs, ms }
-  let pending = null; // { key, p, flag }
+  let pending = null; // { key, p }: p, background.js's promise
   let halted = false; // Cancel pressed: nothing starts again until asked
   let block = 0;
   let cursor = -1; // the key token under the readout (−1: none yet)
@@ -94,7 +98,7 @@ export function createFfView(app) {
   new ResizeObserver(() => { if (open() && data) draw(); }).observe($('ff-body'));
 
   function drop() {
-    if (pending) app.client.cancel(pending.p.id); // its flag raised too
+    pending?.p.cancel(); // its flag raised too
     pending = null;
     data = null;
     dataKey = null;
@@ -145,18 +149,37 @@ export function createFfView(app) {
     }
     if (pending) return;
     if (halted) {
-      setNote('Cancelled. “Compute” starts again.');
+      setNote('Cancelled. “Compute” goes on from the blocks done.');
       $('ff-retry').hidden = false;
       return;
     }
     // The main view's norm-based maps of this image, when it has them: sent back, not recomputed.
     const main = app.explanation?.method === 'norm-based' && app.explanation.norm ? app.explanation.norm : null;
-    const flag = main ? null : cancelFlag();
     const t0 = performance.now();
-    // priority: ahead of the all-methods grid's explains queued in the worker (see worker.js)
-    const hooks = { onProgress: (f) => showProgress(key, f), priority: true };
-    const p = app.call('normFf', { image: key, norm: main ?? undefined, cancelFlag: flag }, [], hooks);
-    pending = { key, p, flag };
+    // priority: ahead of the all-methods grid's explains queued in the worker (see worker.js), and
+    // withdrawing the background requests below rank 3. For the tests, on #ff-progress-row:
+    // data-first, the request's first progress (above 0 when the engine had blocks of this image:
+    // a Cancel's, or the grid's norm-based), data-restarts, its withdrawals, and data-resumed-at,
+    // the first progress after the last one.
+    const row = $('ff-progress-row');
+    for (const k of ['first', 'restarts', 'resumedAt']) delete row.dataset[k];
+    let resumed = false;
+    const p = app.background.ask('normFf', { image: key, norm: main ?? undefined }, {
+      rank: RANK.ff,
+      priority: true,
+      onProgress: (f) => {
+        row.dataset.first ??= String(f);
+        if (resumed) row.dataset.resumedAt = String(f);
+        resumed = false;
+        showProgress(key, f);
+      },
+      onWithdrawn: () => {
+        if (pending?.p !== p) return;
+        row.dataset.restarts = String(Number(row.dataset.restarts ?? 0) + 1);
+        resumed = true;
+      },
+    });
+    pending = { key, p };
     $('ff-maps').dataset.ready = 'false';
     setNote(main ? 'Summarising the main view’s norm-based maps…' : 'Computing the norm-based maps of this image (every block, every stage)…');
     startProgress(!main);
@@ -173,7 +196,7 @@ export function createFfView(app) {
       endProgress();
       if (e.code === 'cancelled') {
         halted = true;
-        setNote('Cancelled. “Compute” starts again.');
+        setNote('Cancelled. “Compute” goes on from the blocks done.');
         $('ff-retry').hidden = false;
         return;
       }
@@ -211,8 +234,7 @@ export function createFfView(app) {
     halted = true;
     $('ff-cancel').disabled = true;
     $('ff-progress-text').textContent = 'norm-based: cancelling…';
-    app.client.cancel(pr.p.id);
-    await stopLong(app, pr.p.id, pr.flag);
+    await pr.p.stop();
   }
 
   function setNote(text) {

@@ -374,6 +374,7 @@ void ExplainState::clear_derived() {
   chefer.target = -1;
   chefer_variant.target = -1;
   attnlrp.target = -1;
+  norm.clear();
 }
 
 Explanation explain(const Model& m, const Image& x, const std::string& method, const MethodOptions& opt) {

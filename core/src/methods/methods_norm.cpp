@@ -259,13 +259,16 @@ namespace detail {
 void norm_based(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   const Config& c = m.config;
   const int n = c.tokens(), L = c.depth, stage = int(opt.stage);
-  out.norm.resize(size_t(L));
-  std::vector<MatD> steps(static_cast<size_t>(L));  // (L) × (n, n)
-  for (int b = 0; b < L; ++b) {
+  // The blocks st.norm holds already (an earlier call, finished or stopped) are not computed again.
+  for (int b = int(st.norm.size()); b < L; ++b) {
     if (opt.progress && !opt.progress(double(b) / L)) throw Error(ErrorCode::cancelled, "norm-based was cancelled");
     std::function<bool(double)> rows;
     if (opt.progress) rows = [&](double f) { return opt.progress((b + f) / L); };
-    out.norm[size_t(b)] = norm_block(m, st.trace, b, opt.threads, rows);
+    st.norm.push_back(norm_block(m, st.trace, b, opt.threads, rows));
+  }
+  out.norm = st.norm;
+  std::vector<MatD> steps(static_cast<size_t>(L));  // (L) × (n, n)
+  for (int b = 0; b < L; ++b) {
     MatD N = out.norm[size_t(b)].maps[stage].cast<double>();
     for (int i = 0; i < n; ++i) {
       const double sum = N.row(i).sum();

@@ -188,6 +188,11 @@ struct ExplainState {
   TraceD trace_d;
   RelevancePass chefer, attnlrp;
   RelevancePass chefer_variant;  // Chefer's rules with another linear or add rule (the last asked for)
+  // norm-based's blocks done so far, in block order (norm_block's maps depend on the trace alone):
+  // a norm-based explanation stopped by its progress callback goes on from the first block not
+  // done when asked again, and a later one (another stage, the page's feed-forward view) reads
+  // them. (L) × 5 (n, n) maps once complete: 9.3 MB at n = 197, L = 12.
+  std::vector<NormBlock> norm;
 
   // Runs the forward pass of x, with the heads `head_mask` switches off (L·H values 0 or 1, flat
   // index l·H + h; empty = all on), and forgets everything derived from a previous input. With
