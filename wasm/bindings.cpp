@@ -625,7 +625,7 @@ class WasmInput {
   // for this input and target, reused); onProgress(fraction) as explain's: returning false cancels}. Returns {target, original, ranking ('order' when given),
   // order, heads ('B.H' each), prob, logit, top (k = 0 … K), firstChange (−1: none), and for a
   // ranking scores (depth × heads)}.
-  val pruning_curve(val options) const {
+  val pruning_curve(val options) {
     return guarded([&] {
       const Config& c = model_->config;
       const val o = options_object(options);
@@ -912,7 +912,7 @@ class WasmInput {
   // The attribution tree (Hao et al. 2021) by core's attattr_tree: options {threshold = 0.4,
   // target = −1, steps = 20, threads, attattr (an explanation's attattr for this input and
   // target: reused instead of computed again)}. Returns attr_tree_json's object plus target.
-  val attr_tree(val options) const {
+  val attr_tree(val options) {
     return guarded([&] {
       const double threshold = number_option(options_object(options), "threshold", 0.4);
       if (!(threshold >= 0.0 && threshold < 1.0))
@@ -927,7 +927,7 @@ class WasmInput {
 
   // Per-head scores of this input (core's head_scores_add over one image): {attattr, attention,
   // taylor} as L×H arrays of numbers, and target. Options as attrTree's (without threshold).
-  val head_scores(val options) const {
+  val head_scores(val options) {
     return guarded([&] {
       int target = 0;
       const std::vector<AttAttrBlock> attr = attattr_of(options, target);
@@ -964,8 +964,9 @@ class WasmInput {
   }
 
   // The attattr blocks the options give, or computed for their target and steps (reporting to
-  // `progress`, which may be empty, and stopping with Error(cancelled) when it returns false).
-  std::vector<AttAttrBlock> attattr_of(const val& options, int& target, const ProgressFn& progress = {}) const {
+  // `progress`, which may be empty, and stopping with Error(cancelled) when it returns false),
+  // going on from what this input's attattr explanations and rankings computed (state_.attattr).
+  std::vector<AttAttrBlock> attattr_of(const val& options, int& target, const ProgressFn& progress = {}) {
     const val o = options_object(options);
     target = resolve_target(int_option(o, "target", -1));
     const val given = o["attattr"];
@@ -974,7 +975,7 @@ class WasmInput {
     if (steps < 1 || steps > 10000) throw Error(ErrorCode::bad_argument, "option steps must be 1…10000");
     const int threads = int_option(o, "threads", thread_limit());
     if (threads < 1) throw Error(ErrorCode::bad_argument, "option threads must be at least 1");
-    return attattr_blocks(*model_, state_.trace, target, steps, threads, progress);
+    return attattr_blocks(*model_, state_.trace, target, steps, threads, progress, &state_.attattr);
   }
 
   std::shared_ptr<const Model> model_;  // shared with the Model handle and the other inputs

@@ -1,7 +1,8 @@
 // test_attattr.cpp — attattr (Hao et al. 2021) against the float64 reference
 // (tests/reference/make_attattr_fixtures.py): the matrices, the image map, the head scores and the
 // attribution tree; the batched pass against the unbatched definition; convergence of the left
-// Riemann sum to the exact integral; threads, progress and cancellation; head pruning and the
+// Riemann sum to the exact integral; threads, progress and cancellation, and a stopped pass going
+// on from the units it finished; head pruning and the
 // per-layer analysis; the two tree conventions, on the reference's trees and on hand-made matrices
 // where they differ.
 #include <catch2/catch.hpp>
@@ -377,6 +378,82 @@ TEST_CASE("attattr reports progress per block and stops when asked", "[attattr]"
     CHECK(e.code() == ErrorCode::cancelled);
   }
   CHECK(calls == 2);
+}
+
+// A stopped attattr keeps the units of the batched pass it finished in the state
+// (ExplainState::attattr) and goes on with the rest when asked again: the same matrices and map,
+// bit for bit, whatever the threads. Complete, the same target and steps compute nothing (the
+// page's grid and heads section share one pass); another target starts anew.
+TEST_CASE("attattr: a stopped pass goes on from the units it finished", "[attattr]") {
+  const Case c = load_case("nonsquare", "softmax");
+  const int L = c.model.config.depth;
+  ExplainState whole, st;
+  whole.set_input(c.model, c.input);
+  st.set_input(c.model, c.input);
+  MethodOptions opt;
+  opt.steps = 6;
+  const Explanation a = explain(c.model, whole, "attattr", opt);
+  const auto done_units = [](const ExplainState& s) {
+    int k = 0;
+    for (const Mat& u : s.attattr.units) k += u.size() > 0;
+    return k;
+  };
+  int calls = 0;
+  MethodOptions stop = opt;
+  stop.progress = [&](double) { return ++calls < 2; };
+  try {
+    explain(c.model, st, "attattr", stop);
+    FAIL("attattr did not stop");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::cancelled);
+  }
+  REQUIRE(st.attattr.units.size() >= size_t(L));
+  CHECK(done_units(st) == 2);
+  CHECK(st.attattr.blocks.empty());
+  const auto same = [&](const Explanation& b) {
+    REQUIRE(b.attattr.size() == a.attattr.size());
+    for (size_t l = 0; l < a.attattr.size(); ++l)
+      for (size_t h = 0; h < a.attattr[l].attr.size(); ++h) CHECK(b.attattr[l].attr[h] == a.attattr[l].attr[h]);
+    CHECK(b.token_map == a.token_map);
+  };
+  for (int threads : {1, 2}) {
+    ExplainState s = st;
+    MethodOptions go = opt;
+    go.threads = threads;
+    std::vector<double> seen;
+    go.progress = [&](double f) {
+      seen.push_back(f);
+      return true;
+    };
+    same(explain(c.model, s, "attattr", go));
+    CHECK(seen.size() == st.attattr.units.size() - 2);  // the units not done
+    CHECK(seen.back() == Approx(1.0));
+    CHECK(s.attattr.units.empty());
+    CHECK(s.attattr.blocks.size() == size_t(L));
+  }
+  // Complete: the same target and steps compute nothing, explain or attattr_blocks alike.
+  std::vector<double> seen;
+  opt.progress = [&](double f) {
+    seen.push_back(f);
+    return true;
+  };
+  same(explain(c.model, whole, "attattr", opt));
+  CHECK(seen.empty());
+  const std::vector<AttAttrBlock> direct = attattr_blocks(c.model, whole.trace, a.target, opt.steps, 1, opt.progress, &whole.attattr);
+  CHECK(seen.empty());
+  CHECK(direct[0].attr[0] == a.attattr[0].attr[0]);
+  // Another target: computed anew, and kept in place of the first.
+  opt.target = top_k(c.model.config, whole.trace.logits, 2)[1].cls;
+  const Explanation other = explain(c.model, whole, "attattr", opt);
+  CHECK(seen.size() >= size_t(L));
+  CHECK(whole.attattr.target == opt.target);
+  ExplainState fresh;
+  fresh.set_input(c.model, c.input);
+  opt.progress = {};
+  CHECK(explain(c.model, fresh, "attattr", opt).token_map == other.token_map);
+  whole.set_input(c.model, c.input);  // a new forward pass forgets them
+  CHECK(whole.attattr.target == -1);
+  CHECK(whole.attattr.blocks.empty());
 }
 
 TEST_CASE("head pruning: the order is ascending and the curve starts at the unmasked accuracy", "[attattr]") {

@@ -154,6 +154,31 @@ test('bad masks and options are refused with their reasons', async () => {
     assert.ok(Math.abs(fractions.at(-1) - 1) < 1e-12 && fractions.some((f) => Math.abs(f - 0.7) < 1e-12), `${fractions}`);
     assert.throws(() => x.pruningCurve({ ranking: 'attattr', steps: 3, onProgress: () => false }), /^Error: cancelled: /);
     assert.throws(() => x.pruningCurve({ order: [1, 2], onProgress: () => false }), /^Error: cancelled: the pruning curve was cancelled/);
+    // The input keeps what its attattr passes computed (ExplainState::attattr): a ranking after an
+    // attattr explanation of the same class and steps reports only the curve's progress (0.7 on),
+    // and a stopped ranking goes on from the units it finished, with the same curve.
+    const y = model.prepare(new Float32Array(readNpy(nonsquareInput).data));
+    try {
+      const target = y.predict(1)[0].class;
+      const whole = y.pruningCurve({ ranking: 'attattr', steps: 3, target });
+      y.explain('attattr', { steps: 3, target });
+      const after = [];
+      assert.deepEqual(y.pruningCurve({ ranking: 'attattr', steps: 3, target, onProgress: (f) => { after.push(f); } }), whole);
+      assert.ok(after.length > 0 && after.every((f) => f >= 0.7 - 1e-12), `only the curve's progress: ${after}`);
+      const z = model.prepare(new Float32Array(readNpy(nonsquareInput).data));
+      try {
+        let calls = 0;
+        assert.throws(() => z.pruningCurve({ ranking: 'attattr', steps: 3, target, onProgress: () => ++calls < 2 }), /^Error: cancelled: /);
+        const resumed = [];
+        assert.deepEqual(z.pruningCurve({ ranking: 'attattr', steps: 3, target, onProgress: (f) => { resumed.push(f); } }), whole);
+        // two units were done: the reports of the first two are not made again
+        assert.deepEqual(resumed, fractions.slice(2), `went on from the units done: ${resumed} (from scratch: ${fractions})`);
+      } finally {
+        z.delete();
+      }
+    } finally {
+      y.delete();
+    }
     assert.throws(() => x.pruningCurve({ order: [1], onProgress: 3 }), /^Error: bad_argument: option onProgress must be a function/);
     // An order on a masked input starts from every head on, as on the original.
     assert.deepEqual(masked.pruningCurve({ order: [1, 11] }), x.pruningCurve({ order: [1, 11] }));

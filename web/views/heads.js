@@ -294,8 +294,9 @@ export function createHeadsView(app) {
   }
 
   // The attention-confidence and AttAttr curves of the image and class (once per pair; AttAttr's
-  // matrices are the main view's when it shows attattr for this class, else the engine computes
-  // them, with progress: seconds on a DeiT-tiny-sized model).
+  // matrices are the main view's when it shows attattr for this class, else the engine's, which
+  // reuses or goes on with the image's attattr pass for the class (the grid's, or a withdrawn
+  // one), with progress: seconds on a DeiT-tiny-sized model).
   function loadRankings(image, target) {
     const key = `${image}:${target}`;
     if (rankKey === key && (rankingP || Object.keys(rankings).length === 2)) return;

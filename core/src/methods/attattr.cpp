@@ -169,44 +169,65 @@ Vec target_prob_grad(const Config& c, const Vec& logits, int target) {
 }
 
 std::vector<AttAttrBlock> attattr_blocks(const Model& m, const Trace& tr, int target, int steps, int threads,
-                                         const ProgressFn& progress) {
+                                         const ProgressFn& progress, AttAttrSums* keep) {
   check_attattr_args(m, tr, target, steps);
   const Config& c = m.config;
   const int L = c.depth;
-  // ctx_l·Wprojᵀ per block, formed once; every unit of block l scales it by its α_k.
-  std::vector<Mat> proj(static_cast<size_t>(L));
-  for (int l = 0; l < L; ++l) proj[size_t(l)] = tr.blocks[size_t(l)].ctx * m.params.blocks[size_t(l)].proj_w.transpose();
-  const std::vector<Chunk> chunks = attattr_chunks(c, steps);
-  std::vector<Mat> partial(chunks.size());  // (n, d) each unit's Σ over its copies of ∂F/∂ctx_l
-  double total = 0.0;                       // progress in units of copies × blocks run
-  for (const Chunk& ch : chunks) total += double(ch.k1 - ch.k0) * double(L - ch.l);
-  std::atomic<int> next{0};
-  std::atomic<bool> stop{false};
-  std::atomic<long long> done{0};
-  // Each worker takes the next unit; the units' partial sums are added in unit order below, so
-  // the result does not depend on which thread computed what.
-  run_workers(std::max(1, std::min(threads, int(chunks.size()))), [&](int t) {
-    Scratch s;
-    for (;;) {
-      if (stop.load()) return;
-      const int i = next.fetch_add(1);
-      if (i >= int(chunks.size())) return;
-      const Chunk& ch = chunks[size_t(i)];
-      s.dctx_sum = Mat::Zero(c.tokens(), c.dim);
-      attattr_chunk(s, m, tr, ch.l, target, ch.k0, ch.k1 - ch.k0, steps, proj[size_t(ch.l)]);
-      partial[size_t(i)].swap(s.dctx_sum);
-      const long long finished = done.fetch_add((ch.k1 - ch.k0) * (L - ch.l)) + (ch.k1 - ch.k0) * (L - ch.l);
-      if (t == 0 && progress && !progress(double(finished) / total)) stop.store(true);
-    }
-  });
-  if (stop.load()) throw Error(ErrorCode::cancelled, "attattr cancelled");
-  std::vector<AttAttrBlock> out(static_cast<size_t>(L));
-  size_t i = 0;
-  for (int l = 0; l < L; ++l) {
-    Mat dctx = std::move(partial[i++]);
-    for (; i < chunks.size() && chunks[i].l == l; ++i) dctx += partial[i];
-    out[size_t(l)] = attattr_block(m, tr, l, steps, dctx);
+  AttAttrSums local;
+  AttAttrSums& sums = keep ? *keep : local;
+  if (sums.target != target || sums.steps != steps) {
+    sums = AttAttrSums{};
+    sums.target = target;
+    sums.steps = steps;
   }
+  if (sums.blocks.empty()) {
+    // ctx_l·Wprojᵀ per block, formed once; every unit of block l scales it by its α_k.
+    std::vector<Mat> proj(static_cast<size_t>(L));
+    for (int l = 0; l < L; ++l) proj[size_t(l)] = tr.blocks[size_t(l)].ctx * m.params.blocks[size_t(l)].proj_w.transpose();
+    const std::vector<Chunk> chunks = attattr_chunks(c, steps);
+    std::vector<Mat>& partial = sums.units;  // (n, d) each unit's Σ over its copies of ∂F/∂ctx_l
+    if (partial.size() != chunks.size()) partial.assign(chunks.size(), Mat());
+    std::vector<int> todo;                    // the units not done, in order
+    double total = 0.0;                       // progress in units of copies × blocks run
+    long long already = 0;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const long long w = (chunks[i].k1 - chunks[i].k0) * (L - chunks[i].l);
+      total += double(w);
+      if (partial[i].size()) already += w;
+      else todo.push_back(int(i));
+    }
+    std::atomic<int> next{0};
+    std::atomic<bool> stop{false};
+    std::atomic<long long> done{already};
+    // Each worker takes the next unit; the units' partial sums are added in unit order below, so
+    // the result does not depend on which thread computed what, nor on which call.
+    run_workers(std::max(1, std::min(threads, int(todo.size()))), [&](int t) {
+      Scratch s;
+      for (;;) {
+        if (stop.load()) return;
+        const int k = next.fetch_add(1);
+        if (k >= int(todo.size())) return;
+        const size_t i = size_t(todo[size_t(k)]);
+        const Chunk& ch = chunks[i];
+        s.dctx_sum = Mat::Zero(c.tokens(), c.dim);
+        attattr_chunk(s, m, tr, ch.l, target, ch.k0, ch.k1 - ch.k0, steps, proj[size_t(ch.l)]);
+        partial[i].swap(s.dctx_sum);
+        const long long finished = done.fetch_add((ch.k1 - ch.k0) * (L - ch.l)) + (ch.k1 - ch.k0) * (L - ch.l);
+        if (t == 0 && progress && !progress(double(finished) / total)) stop.store(true);
+      }
+    });
+    if (stop.load()) throw Error(ErrorCode::cancelled, "attattr cancelled");
+    sums.blocks.resize(size_t(L));
+    size_t i = 0;
+    for (int l = 0; l < L; ++l) {
+      Mat dctx = std::move(partial[i++]);
+      for (; i < chunks.size() && chunks[i].l == l; ++i) dctx += partial[i];
+      sums.blocks[size_t(l)] = std::move(dctx);
+    }
+    partial = {};
+  }
+  std::vector<AttAttrBlock> out(static_cast<size_t>(L));
+  for (int l = 0; l < L; ++l) out[size_t(l)] = attattr_block(m, tr, l, steps, sums.blocks[size_t(l)]);
   return out;
 }
 

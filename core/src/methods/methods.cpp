@@ -375,6 +375,7 @@ void ExplainState::clear_derived() {
   chefer_variant.target = -1;
   attnlrp.target = -1;
   norm.clear();
+  attattr = AttAttrSums{};
 }
 
 Explanation explain(const Model& m, const Image& x, const std::string& method, const MethodOptions& opt) {

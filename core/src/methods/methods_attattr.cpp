@@ -9,7 +9,8 @@ namespace vitlens::detail {
 // CLS row of the rollout of rownorm(I + M_l⁺/max M_l⁺), M_l⁺ = Σ_h Attr_{l,h}⁺ (attattr.h).
 void attattr(Explanation& out, const Model& m, ExplainState& st, const MethodOptions& opt) {
   // opt.steps: m, resolved by explain() from the method's option table (the paper's 20 by default)
-  out.attattr = attattr_blocks(m, st.trace, out.target, opt.steps, opt.threads, opt.progress);
+  // st.attattr: what an earlier call (stopped, or for the same target and steps) computed
+  out.attattr = attattr_blocks(m, st.trace, out.target, opt.steps, opt.threads, opt.progress, &st.attattr);
   out.token_map = attattr_token_map(out.attattr, m.config);
   add_attention_intermediates(out, st.trace, nullptr);
 }

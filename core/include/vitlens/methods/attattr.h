@@ -31,9 +31,13 @@ Vec target_prob_grad(const Config& c, const Vec& logits, int target);
 // pass without override; with a head mask (Trace::head_mask) the scaled copies run the blocks above
 // masked too, and an off head's Attr is 0 since its A is). steps = m ≥ 1. Blocks run on up to `threads` threads (the
 // result does not depend on the count); `progress` (may be empty) is called on the calling thread
-// with the fraction of blocks done; when it returns false, throws Error(cancelled).
+// with the fraction of blocks done; when it returns false, throws Error(cancelled). `keep` (may be
+// null; ExplainState::attattr) holds what earlier calls on this trace computed: when its target
+// and steps are these, only what it lacks is computed, and what this call computes is added to it
+// (before a cancel too); else it is started anew for them.
 std::vector<AttAttrBlock> attattr_blocks(const Model& m, const Trace& tr, int target, int steps,
-                                         int threads = 1, const ProgressFn& progress = {});
+                                         int threads = 1, const ProgressFn& progress = {},
+                                         AttAttrSums* keep = nullptr);
 
 // The same by m separate vit_forward / vit_backward passes per block with
 // ForwardOptions::override_block (the unbatched definition; for tests and the speed-up figure).

@@ -179,6 +179,16 @@ struct Explanation {
 // — is 0 for it. Every method but raw-attention and rollout therefore gives the map of the model
 // whose projection columns of the off heads (W_proj[:, h·d_h … (h+1)·d_h)) are zero (tested);
 // those two read A without a weight, so for them the two models differ.
+// What attattr_blocks has computed for one (target, steps) of an input (attattr.cpp's batched
+// pass): while units are missing, each finished unit's Σ over its copies of ∂F/∂ctx_l (an empty
+// matrix: not done); once all are, per block the Σ over every copy (and no units). A call that
+// finds some of them goes on with the rest, with the same result bit for bit.
+struct AttAttrSums {
+  int target = -1, steps = 0;
+  std::vector<Mat> units;   // (n, d) per unit of the pass
+  std::vector<Mat> blocks;  // (L) × (n, d), when complete
+};
+
 struct ExplainState {
   Trace trace;            // the float forward pass of the input (trace.head_mask: its head mask)
   int grads_target = -1;  // the class `grads` was computed for (−1: none)
@@ -193,6 +203,11 @@ struct ExplainState {
   // done when asked again, and a later one (another stage, the page's feed-forward view) reads
   // them. (L) × 5 (n, n) maps once complete: 9.3 MB at n = 197, L = 12.
   std::vector<NormBlock> norm;
+  // attattr's sums for the last (target, steps) asked for (attattr_blocks): a stopped attattr
+  // explanation or ranking goes on from the units done, and the page's grid and heads section
+  // share one computation. Up to ~150 (n, d) units while incomplete (22 MB at DeiT-tiny's shape,
+  // what the pass holds anyway), (L) × (n, d) once complete (1.8 MB).
+  AttAttrSums attattr;
 
   // Runs the forward pass of x, with the heads `head_mask` switches off (L·H values 0 or 1, flat
   // index l·H + h; empty = all on), and forgets everything derived from a previous input. With
