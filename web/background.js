@@ -9,8 +9,8 @@
 // of a higher rank: dropped from the worker's queue if it has not started, else stopped at its next
 // progress report (one forward pass); then asked again behind that request. What a stopped
 // request had done is lost, except where the engine keeps it in the image's state: norm-based's
-// finished blocks (ExplainState::norm), so a withdrawn norm-based explanation goes on from the
-// block it was in.
+// finished blocks and attattr's finished units (ExplainState::norm, ::attattr), so a withdrawn
+// norm-based or attattr explanation, or AttAttr's ranked curve, goes on from where it was.
 //
 // Ranks: the grid's long methods 0, the perturbation curve 1, the heads section's ranked curves 2
 // (views/heads.js), the feed-forward view's norm-based maps 3 (views/ff.js: asked for by opening
@@ -18,6 +18,7 @@
 // requests Infinity. Each withdraws only lower ranks, so two background requests never withdraw
 // each other in turn. While views keep asking (a pointer moving over the image), a long request
 // that starts again from scratch waits.
+import { VitlensError } from './client.js';
 import { on } from './events.js';
 import { cancelFlag, raiseFlag } from './flags.js';
 import { stopLong } from './views/util.js';
@@ -51,9 +52,16 @@ export function createBackground(app) {
   function ask(type, input, { rank, priority = false, onProgress, onWithdrawn } = {}) {
     let cancelled = false;
     let current = null;
-    const cancelAlls = app.client.cancelAlls;
+    // A cancelAll of this type (or of every type: Stop) cancels it; the new explanation's of the
+    // explains does not cancel another type's request (the feed-forward view's, the same for
+    // every class).
+    const cancelAlls = app.client.cancelAllsFor(type);
     const run = async () => {
-      for (;;) {
+      for (let attempt = 0; ; attempt++) {
+        // Not asked again for an image the page has replaced since (the worker frees it).
+        if (attempt > 0 && input.image !== undefined && input.image !== app.imageId) {
+          throw new VitlensError('cancelled', 'cancelled: the image was replaced');
+        }
         const a = { id: 0, flag: cancelFlag(), rank, started: false, preempted: false };
         current = a;
         const hooks = {
@@ -70,7 +78,7 @@ export function createBackground(app) {
         try {
           return await p;
         } catch (e) {
-          const withdrawn = a.preempted && !cancelled && e.code === 'cancelled' && app.client.cancelAlls === cancelAlls;
+          const withdrawn = a.preempted && !cancelled && e.code === 'cancelled' && app.client.cancelAllsFor(type) === cancelAlls;
           if (!withdrawn) throw e;
           onWithdrawn?.();
         } finally {

@@ -31,6 +31,7 @@ export class WorkerClient {
     this.pending = new Map(); // id → { resolve, reject, type, onProgress, flag (kept alive: flags.js), cancelled }
     this.nextId = 1;
     this.cancelAlls = 0; // counts cancelAll calls: a caller tells its own cancels from everyone's
+    this.cancelAllsOf = new Map(); // the same per type ('' for every type): cancelAllsFor
     this.start(worker);
   }
 
@@ -101,7 +102,13 @@ export class WorkerClient {
   // then needs no restart: app.stop).
   cancelAll(type) {
     this.cancelAlls++;
+    this.cancelAllsOf.set(type ?? '', (this.cancelAllsOf.get(type ?? '') ?? 0) + 1);
     for (const [id, p] of this.pending) if (!type || p.type === type) this.cancel(id);
+  }
+
+  // How often cancelAll has cancelled the requests of `type` (a call for every type or for it).
+  cancelAllsFor(type) {
+    return (this.cancelAllsOf.get('') ?? 0) + (this.cancelAllsOf.get(type) ?? 0);
   }
 
   get busy() {

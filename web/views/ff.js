@@ -80,6 +80,11 @@ export function createFfView(app) {
     halted = false;
     drop();
   });
+  // An edit replaces the image without 'image-changed': its request for the old one stops here,
+  // before the worker frees that image.
+  on('predicted', () => {
+    if (pending && pending.key !== app.imageId) drop();
+  });
   on('explained', () => refresh());
   on('query-changed', () => { if (open() && data) draw(); });
   $('ff-open').addEventListener('toggle', () => {
