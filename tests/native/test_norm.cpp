@@ -58,6 +58,17 @@ double identity_error(const MatD& pieces, const VecD& bias, const Eigen::RowVect
   return (sum - ref).cwiseAbs().maxCoeff() / ref.cwiseAbs().maxCoeff();
 }
 
+// Options on `threads` threads whose progress reports go to `seen`.
+MethodOptions watching(std::vector<double>& seen, int threads = 1) {
+  MethodOptions o;
+  o.threads = threads;
+  o.progress = [&seen](double f) {
+    seen.push_back(f);
+    return true;
+  };
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("norm-based stage maps, mixing ratios and token maps match the float64 reference", "[norm][reference]") {
@@ -177,15 +188,9 @@ TEST_CASE("norm-based: thread count, class, cancellation, option errors", "[norm
   // Progress per row, not only per block (a ViT-B block takes seconds), rising to 1, and with
   // threads only the calling thread reports.
   for (int threads : {1, 2}) {
-    MethodOptions watch;
-    watch.threads = threads;
     std::vector<double> seen;
-    watch.progress = [&seen](double f) {
-      seen.push_back(f);
-      return true;
-    };
     ExplainState s = fresh();
-    explain(c.model, s, "norm-based", watch);
+    explain(c.model, s, "norm-based", watching(seen, threads));
     CHECK(seen.size() > size_t(c.model.config.depth) + 1);
     for (size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] >= seen[i - 1]);
     CHECK(seen.back() == 1.0);
@@ -230,14 +235,8 @@ TEST_CASE("norm-based: a stopped explanation goes on from the blocks it finished
 
   for (int threads : {1, 2}) {
     ExplainState s = st;  // blocks 0 and 1 done
-    MethodOptions go;
-    go.threads = threads;
     std::vector<double> seen;
-    go.progress = [&seen](double f) {
-      seen.push_back(f);
-      return true;
-    };
-    const Explanation b = explain(c.model, s, "norm-based", go);
+    const Explanation b = explain(c.model, s, "norm-based", watching(seen, threads));
     REQUIRE(!seen.empty());
     CHECK(seen.front() == 2.0 / L);  // block 2 first: 0 and 1 are not computed again
     CHECK(seen.back() == 1.0);
@@ -251,12 +250,8 @@ TEST_CASE("norm-based: a stopped explanation goes on from the blocks it finished
 
   // Every block done: another stage's map from the same blocks, computing none.
   std::vector<double> seen;
-  MethodOptions other;
+  MethodOptions other = watching(seen);
   other.stage = NormStage::atb;
-  other.progress = [&seen](double f) {
-    seen.push_back(f);
-    return true;
-  };
   const Explanation atb = explain(c.model, whole, "norm-based", other);
   CHECK(seen == std::vector<double>{1.0});
   ExplainState again;
