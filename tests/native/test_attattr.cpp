@@ -396,6 +396,7 @@ TEST_CASE("attattr: a stopped pass goes on from the units it finished", "[attatt
   const auto done_units = [](const ExplainState& s) {
     int k = 0;
     for (const Mat& u : s.attattr.units) k += u.size() > 0;
+    for (int f : s.attattr.folded) k += f;
     return k;
   };
   int calls = 0;
@@ -407,9 +408,10 @@ TEST_CASE("attattr: a stopped pass goes on from the units it finished", "[attatt
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::cancelled);
   }
-  REQUIRE(st.attattr.units.size() >= size_t(L));
+  const size_t units = st.attattr.units.size();
+  REQUIRE(units >= size_t(L));
   CHECK(done_units(st) == 2);
-  CHECK(st.attattr.blocks.empty());
+  CHECK(!st.attattr.complete);
   const auto same = [&](const Explanation& b) {
     REQUIRE(b.attattr.size() == a.attattr.size());
     for (size_t l = 0; l < a.attattr.size(); ++l)
@@ -426,10 +428,29 @@ TEST_CASE("attattr: a stopped pass goes on from the units it finished", "[attatt
       return true;
     };
     same(explain(c.model, s, "attattr", go));
-    CHECK(seen.size() == st.attattr.units.size() - 2);  // the units not done
+    CHECK(seen.size() == units - 2);  // the units not done
     CHECK(seen.back() == Approx(1.0));
-    CHECK(s.attattr.units.empty());
-    CHECK(s.attattr.blocks.size() == size_t(L));
+    CHECK(s.attattr.complete);
+    CHECK(done_units(s) == int(units));  // every unit in its block's sum
+    for (const Mat& u : s.attattr.units) CHECK(u.size() == 0);
+  }
+  // Several units per block (many steps), finished out of order on two threads, stopped midway:
+  // each block's sum still adds its units in order.
+  {
+    MethodOptions many;
+    many.steps = 1500;
+    ExplainState w = whole, s = st;
+    const Explanation ref = explain(c.model, w, "attattr", many);
+    REQUIRE(w.attattr.units.size() > size_t(2 * L));
+    int k = 0;
+    many.threads = 2;
+    many.progress = [&k](double) { return ++k < 5; };
+    CHECK_THROWS_AS(explain(c.model, s, "attattr", many), Error);
+    CHECK(!s.attattr.complete);
+    many.progress = {};
+    const Explanation b = explain(c.model, s, "attattr", many);
+    for (size_t l = 0; l < ref.attattr.size(); ++l)
+      for (size_t h = 0; h < ref.attattr[l].attr.size(); ++h) CHECK(b.attattr[l].attr[h] == ref.attattr[l].attr[h]);
   }
   // Complete: the same target and steps compute nothing, explain or attattr_blocks alike.
   std::vector<double> seen;
@@ -453,6 +474,7 @@ TEST_CASE("attattr: a stopped pass goes on from the units it finished", "[attatt
   CHECK(explain(c.model, fresh, "attattr", opt).token_map == other.token_map);
   whole.set_input(c.model, c.input);  // a new forward pass forgets them
   CHECK(whole.attattr.target == -1);
+  CHECK(!whole.attattr.complete);
   CHECK(whole.attattr.blocks.empty());
 }
 

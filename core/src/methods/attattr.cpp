@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -175,56 +176,72 @@ std::vector<AttAttrBlock> attattr_blocks(const Model& m, const Trace& tr, int ta
   const int L = c.depth;
   AttAttrSums local;
   AttAttrSums& sums = keep ? *keep : local;
-  if (sums.target != target || sums.steps != steps) {
+  const std::vector<Chunk> chunks = attattr_chunks(c, steps);
+  if (sums.target != target || sums.steps != steps || sums.units.size() != chunks.size()) {
     sums = AttAttrSums{};
     sums.target = target;
     sums.steps = steps;
+    sums.blocks.resize(size_t(L));
+    sums.folded.assign(size_t(L), 0);
+    sums.units.resize(chunks.size());
   }
-  if (sums.blocks.empty()) {
+  if (!sums.complete) {
+    std::vector<size_t> first(size_t(L) + 1, chunks.size());  // block l's units: [first[l], first[l + 1])
+    for (size_t i = 0; i < chunks.size(); ++i)  // in block order, each block at least one
+      if (i == 0 || chunks[i].l != chunks[i - 1].l) first[size_t(chunks[i].l)] = i;
+    const auto finished = [&](size_t i) {
+      const size_t l = size_t(chunks[i].l);
+      return i < first[l] + size_t(sums.folded[l]) || sums.units[i].size() > 0;
+    };
+    // Adds block l's finished units that follow its sum, in unit order (as the sum over all of them
+    // would), and frees them.
+    const auto fold = [&](size_t l) {
+      for (size_t j = first[l] + size_t(sums.folded[l]); j < first[l + 1] && sums.units[j].size(); ++j) {
+        if (sums.folded[l] == 0) sums.blocks[l] = std::move(sums.units[j]);
+        else sums.blocks[l] += sums.units[j];
+        sums.units[j] = Mat();
+        ++sums.folded[l];
+      }
+    };
     // ctx_l·Wprojᵀ per block, formed once; every unit of block l scales it by its α_k.
     std::vector<Mat> proj(static_cast<size_t>(L));
     for (int l = 0; l < L; ++l) proj[size_t(l)] = tr.blocks[size_t(l)].ctx * m.params.blocks[size_t(l)].proj_w.transpose();
-    const std::vector<Chunk> chunks = attattr_chunks(c, steps);
-    std::vector<Mat>& partial = sums.units;  // (n, d) each unit's Σ over its copies of ∂F/∂ctx_l
-    if (partial.size() != chunks.size()) partial.assign(chunks.size(), Mat());
-    std::vector<int> todo;                    // the units not done, in order
-    double total = 0.0;                       // progress in units of copies × blocks run
+    std::vector<size_t> todo;  // the units not finished, in order
+    double total = 0.0;        // progress in units of copies × blocks run
     long long already = 0;
     for (size_t i = 0; i < chunks.size(); ++i) {
       const long long w = (chunks[i].k1 - chunks[i].k0) * (L - chunks[i].l);
       total += double(w);
-      if (partial[i].size()) already += w;
-      else todo.push_back(int(i));
+      if (finished(i)) already += w;
+      else todo.push_back(i);
     }
     std::atomic<int> next{0};
     std::atomic<bool> stop{false};
     std::atomic<long long> done{already};
-    // Each worker takes the next unit; the units' partial sums are added in unit order below, so
-    // the result does not depend on which thread computed what, nor on which call.
+    std::mutex folding;
+    // Each worker takes the next unit; each block's units are added in unit order, so the result
+    // does not depend on which thread computed what, nor on which call.
     run_workers(std::max(1, std::min(threads, int(todo.size()))), [&](int t) {
       Scratch s;
       for (;;) {
         if (stop.load()) return;
         const int k = next.fetch_add(1);
         if (k >= int(todo.size())) return;
-        const size_t i = size_t(todo[size_t(k)]);
+        const size_t i = todo[size_t(k)];
         const Chunk& ch = chunks[i];
-        s.dctx_sum = Mat::Zero(c.tokens(), c.dim);
+        s.dctx_sum = Mat::Zero(c.tokens(), c.dim);  // (n, d) this unit's Σ over its copies of ∂F/∂ctx_l
         attattr_chunk(s, m, tr, ch.l, target, ch.k0, ch.k1 - ch.k0, steps, proj[size_t(ch.l)]);
-        partial[i].swap(s.dctx_sum);
-        const long long finished = done.fetch_add((ch.k1 - ch.k0) * (L - ch.l)) + (ch.k1 - ch.k0) * (L - ch.l);
-        if (t == 0 && progress && !progress(double(finished) / total)) stop.store(true);
+        {
+          std::lock_guard<std::mutex> lock(folding);
+          sums.units[i].swap(s.dctx_sum);
+          fold(size_t(ch.l));
+        }
+        const long long finished_w = done.fetch_add((ch.k1 - ch.k0) * (L - ch.l)) + (ch.k1 - ch.k0) * (L - ch.l);
+        if (t == 0 && progress && !progress(double(finished_w) / total)) stop.store(true);
       }
     });
     if (stop.load()) throw Error(ErrorCode::cancelled, "attattr cancelled");
-    sums.blocks.resize(size_t(L));
-    size_t i = 0;
-    for (int l = 0; l < L; ++l) {
-      Mat dctx = std::move(partial[i++]);
-      for (; i < chunks.size() && chunks[i].l == l; ++i) dctx += partial[i];
-      sums.blocks[size_t(l)] = std::move(dctx);
-    }
-    partial = {};
+    sums.complete = true;
   }
   std::vector<AttAttrBlock> out(static_cast<size_t>(L));
   for (int l = 0; l < L; ++l) out[size_t(l)] = attattr_block(m, tr, l, steps, sums.blocks[size_t(l)]);

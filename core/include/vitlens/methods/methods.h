@@ -180,13 +180,16 @@ struct Explanation {
 // whose projection columns of the off heads (W_proj[:, h·d_h … (h+1)·d_h)) are zero (tested);
 // those two read A without a weight, so for them the two models differ.
 // What attattr_blocks has computed for one (target, steps) of an input (attattr.cpp's batched
-// pass): while units are missing, each finished unit's Σ over its copies of ∂F/∂ctx_l (an empty
-// matrix: not done); once all are, per block the Σ over every copy (and no units). A call that
-// finds some of them goes on with the rest, with the same result bit for bit.
+// pass, whose units each sum ∂F/∂ctx_l over some of block l's scaled copies): per block the sum of
+// its first finished units, added in unit order as they finish, and the units finished out of that
+// order until those before them are in. A call that finds some of them computes the rest, with
+// the same result bit for bit.
 struct AttAttrSums {
   int target = -1, steps = 0;
-  std::vector<Mat> units;   // (n, d) per unit of the pass
-  std::vector<Mat> blocks;  // (L) × (n, d), when complete
+  bool complete = false;
+  std::vector<Mat> blocks;  // (L) × (n, d): block l's first folded[l] units, summed in order
+  std::vector<int> folded;  // (L)
+  std::vector<Mat> units;   // (n, d) per unit, finished but not yet in blocks; else empty
 };
 
 struct ExplainState {
@@ -205,8 +208,8 @@ struct ExplainState {
   std::vector<NormBlock> norm;
   // attattr's sums for the last (target, steps) asked for (attattr_blocks): a stopped attattr
   // explanation or ranking goes on from the units done, and the page's grid and heads section
-  // share one computation. Up to ~150 (n, d) units while incomplete (22 MB at DeiT-tiny's shape,
-  // what the pass holds anyway), (L) × (n, d) once complete (1.8 MB).
+  // share one computation. (L) × (n, d) and a unit or two per thread: 1.8 MB at DeiT-tiny's shape,
+  // 7.3 MB at ViT-B/16's.
   AttAttrSums attattr;
 
   // Runs the forward pass of x, with the heads `head_mask` switches off (L·H values 0 or 1, flat
