@@ -482,9 +482,10 @@ export interface Input {
    * An attribution map of this input, by method name or method spec ("rollout:head-fusion=max").
    * A spec's options and `options` combine; a key given both ways throws "bad_argument: KEY is
    * given twice ...". Its forward pass is reused, and the backward and relevance passes too while
-   * the target (and the rule set) stays the same. norm-based keeps its finished blocks and attattr
+   * the target (and the rule set) stays the same. norm-based keeps its finished blocks, attattr
    * its finished units (for the last target and steps, shared with attrTree, headScores and the
-   * attattr ranking of pruningCurve): asked again after a cancel, they go on from there, and what
+   * attattr ranking of pruningCurve), integrated-gradients and smoothgrad their running sum (for
+   * the last target and options): asked again after a cancel, they go on from there, and what
    * they have already is not reported to onProgress again.
    * Both arguments are required (Embind checks the count): pass {} for the defaults.
    * Throws "bad_argument: ..." for an unknown method or an option out of range.

@@ -9,8 +9,9 @@
 // of a higher rank: dropped from the worker's queue if it has not started, else stopped at its next
 // progress report (one forward pass); then asked again behind that request. What a stopped
 // request had done is lost, except where the engine keeps it in the image's state: norm-based's
-// finished blocks and attattr's finished units (ExplainState::norm, ::attattr), so a withdrawn
-// norm-based or attattr explanation, or AttAttr's ranked curve, goes on from where it was.
+// finished blocks, attattr's finished units, integrated-gradients' and smoothgrad's running sums
+// (ExplainState), so the grid's long methods, the feed-forward view's maps and AttAttr's ranked
+// curve go on from where they were.
 //
 // Ranks: the grid's long methods 0, the perturbation curve 1, the heads section's ranked curves 2
 // (views/heads.js), the feed-forward view's norm-based maps 3 (views/ff.js: asked for by opening

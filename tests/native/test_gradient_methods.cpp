@@ -311,3 +311,64 @@ TEST_CASE("long methods report monotone progress and stop when asked", "[gradien
     CHECK(same_bits(explain(c.model, c.input, k.method, opt).pixel_map, full.pixel_map));
   }
 }
+
+// A stopped run keeps its sum in the input's state (ExplainState::sampled) and goes on from its next
+// unit when asked again with the same options: the same maps and completeness, bit for bit, as one
+// uninterrupted run, on any thread count; complete, it computes nothing; other options (or a new
+// input) start anew.
+TEST_CASE("IG and smoothgrad: a stopped run goes on from its next unit", "[gradient]") {
+  GradCase c = load_grad_case("gray");
+  struct Case {
+    std::string method, inner;
+    int threads;
+  };
+  for (const Case& k : {Case{"integrated-gradients", "", 1}, Case{"integrated-gradients", "", 2},
+                        Case{"smoothgrad", "saliency", 1}, Case{"smoothgrad", "saliency", 2},
+                        Case{"smoothgrad", "integrated-gradients", 1}}) {
+    INFO(k.method << " " << k.inner << " threads " << k.threads);
+    MethodOptions opt;
+    opt.steps = 6;
+    opt.samples = 4;
+    opt.seed = 3;
+    opt.threads = k.threads;
+    if (!k.inner.empty()) opt.inner = k.inner;
+    const int units = k.method == "smoothgrad" ? opt.samples : opt.steps;
+    const Explanation full = explain(c.model, c.input, k.method, opt);
+    ExplainState st;
+    st.set_input(c.model, c.input);
+    int calls = 0;
+    MethodOptions stop = opt;
+    stop.progress = [&calls](double) { return ++calls < 3; };
+    CHECK_THROWS_AS(explain(c.model, st, k.method, stop), Error);
+    const int next = st.sampled.next;
+    CHECK(next < units);
+    if (k.inner.empty()) CHECK(next == 3);  // the third unit's report stopped it, after its sum
+    std::vector<double> seen;
+    MethodOptions go = opt;
+    go.progress = [&seen](double f) {
+      seen.push_back(f);
+      return true;
+    };
+    const auto same = [&](const Explanation& e) {
+      CHECK(same_bits(e.pixel_map, full.pixel_map));
+      CHECK(same_bits(e.token_map, full.token_map));
+      CHECK(e.has_completeness == full.has_completeness);
+      CHECK(e.completeness.attribution_sum == full.completeness.attribution_sum);
+      CHECK(e.completeness.f_baseline == full.completeness.f_baseline);
+    };
+    same(explain(c.model, st, k.method, go));
+    REQUIRE(!seen.empty());
+    if (k.inner != "integrated-gradients") CHECK(seen.front() == double(next + 1) / units);  // from its next unit
+    CHECK(st.sampled.next == units);
+    seen.clear();
+    same(explain(c.model, st, k.method, go));  // complete: nothing computed
+    CHECK(seen.empty());
+    go.seed = 4;
+    go.quadrature = Quadrature::right;
+    explain(c.model, st, k.method, go);  // other options: computed anew
+    CHECK(seen.size() >= size_t(units));
+    st.set_input(c.model, c.input);
+    CHECK(st.sampled.next == 0);
+  }
+}
+

@@ -6,7 +6,7 @@
 // grid's queued explains in the worker, but not the one running, which on a DeiT-tiny-sized model
 // can be a long method of ~15 s (attattr). So its long methods are asked through background.js at
 // the lowest rank: withdrawn for any request sent with priority and asked again behind it
-// (attattr and norm-based go on from what the engine kept of the withdrawn pass).
+// (going on from what the engine kept of the withdrawn pass: ExplainState).
 import { RANK } from '../background.js';
 import { on } from '../events.js';
 import { drawOverlay, minMax } from '../render.js';

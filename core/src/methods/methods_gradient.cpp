@@ -10,6 +10,7 @@
 // Not here: gradients themselves (vit.cpp), attention-level IG (methods_attattr.cpp).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "methods_internal.h"
@@ -50,13 +51,14 @@ void set_maps(Explanation& out, const MatD& pixels, const Config& c) {
   out.token_map = patch_sums(pixels, c);
 }
 
-// Runs unit(k, worker) for k = 0 … n−1 in batches of one unit per worker, then, on the calling
+// Runs unit(k, worker) for k = first … n−1 in batches of one unit per worker, then, on the calling
 // thread and in k order, reduce(k, worker) and opt.progress((k+1)/n). Because every unit's
-// result is reduced in k order, the result is the same for any number of workers.
-void for_each_unit(int n, int workers, const ProgressFn& progress, const char* what,
+// result is reduced in k order, the result is the same for any number of workers, and the same
+// when a stopped run's sums are gone on with from `first`.
+void for_each_unit(int first, int n, int workers, const ProgressFn& progress, const char* what,
                    const std::function<void(int k, int worker)>& unit,
                    const std::function<void(int k, int worker)>& reduce) {
-  for (int base = 0; base < n; base += workers) {
+  for (int base = first; base < n; base += workers) {
     const int count = std::min(workers, n - base);
     run_workers(count, [&](int t) { unit(base + t, t); });
     for (int t = 0; t < count; ++t) {
@@ -65,6 +67,39 @@ void for_each_unit(int n, int workers, const ProgressFn& progress, const char* w
         throw Error(ErrorCode::cancelled, std::string(what) + " cancelled");
     }
   }
+}
+
+// The running sum of `method` that `st` keeps (ExplainState::sampled), or `size` zeros when it
+// keeps another method's, target's or options' (or none). The key holds every option of the
+// registry, not only the method's: smoothgrad's wrapped method reads others.
+UnitSums& kept_sums(ExplainState& st, const char* method, const MethodOptions& opt, int target, size_t size) {
+  std::string key = std::string(method) + " target=" + std::to_string(target);
+  std::vector<std::vector<float>> images;
+  for (const OptionSpec* spec : all_options()) {
+    const OptionSpec& o = *spec;
+    const std::string k = o.key;
+    if (k == "threads" || k == "target") continue;
+    key += ' ' + k + '=';
+    if (o.get_image) {
+      const Image* im = o.get_image(opt);
+      key += im ? "image" : "none";
+      images.push_back(im ? im->data : std::vector<float>{});
+    } else if (o.get_text) {
+      key += o.get_text(opt);
+    } else if (o.get) {
+      char v[32];
+      std::snprintf(v, sizeof v, "%.17g", o.get(opt));
+      key += v;
+    }
+  }
+  UnitSums& u = st.sampled;
+  if (u.key != key || u.images != images || u.sums.size() != size) {
+    u.key = std::move(key);
+    u.images = std::move(images);
+    u.next = 0;
+    u.sums.assign(size, 0.0);
+  }
+  return u;
 }
 
 // Workers a batch really has (per-worker traces are allocated for each): never more than there
@@ -173,7 +208,10 @@ void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, co
   const int workers = worker_count(opt.threads, n);
   std::vector<GradientPass> pass(static_cast<size_t>(workers));
   std::vector<Image> point(size_t(workers), Image(c.channels, c.image_h, c.image_w));  // x' + α(x − x')
-  std::vector<double> integral(N, 0.0);  // Σ_k w_k ∇y_t(point_k), (C, H, W)
+  // Σ_k w_k ∇y_t(point_k), (C, H, W), over the points [0, kept.next): kept in the state, so that a
+  // stopped run goes on from its next point
+  UnitSums& kept = kept_sums(st, "integrated-gradients", opt, out.target, N);
+  std::vector<double>& integral = kept.sums;
 
   ForwardOptions fo = masked(st.trace);  // the path through the same masked model
   fo.head_rows_only = true;  // only y_t and ∂y_t/∂x are read: the last block's other rows are not
@@ -182,7 +220,7 @@ void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, co
   const double f_baseline = double(at_baseline.logits[out.target]);
 
   for_each_unit(
-      n, workers, opt.progress, "integrated-gradients",
+      kept.next, n, workers, opt.progress, "integrated-gradients",
       [&](int k, int t) {
         Image& z = point[size_t(t)];
         const double a = alpha[size_t(k)];
@@ -193,6 +231,7 @@ void integrated_gradients(Explanation& out, const Model& m, ExplainState& st, co
         const double w = weight[size_t(k)];
         const std::vector<float>& g = pass[size_t(t)].grads.input.data;
         for (size_t i = 0; i < N; ++i) integral[i] += w * double(g[i]);
+        kept.next = k + 1;
       });
 
   MatD px = MatD::Zero(c.image_h, c.image_w);  // (H, W) Σ_c attr
@@ -238,12 +277,16 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
   const std::string inner_method = apply_method_spec(opt.inner, base, &c).name;
   const MethodInfo* inner_info = find_method(inner_method);
   const bool gradients_only = inner_info && inner_info->input_gradient_only;
-  MatD pixels = MatD::Zero(c.image_h, c.image_w), tokens = MatD::Zero(c.grid_h(), c.grid_w());
-  Completeness sum;
-  bool completeness = false;
+  // Σ_s of the maps (H, W) and (H/p, W/p) and of the completeness terms, with whether any copy
+  // had them, over the copies [0, kept.next): kept in the state, so that a stopped run goes on
+  // from its next copy.
+  const Eigen::Index HW = Eigen::Index(c.image_h) * c.image_w, G = Eigen::Index(c.grid_h()) * c.grid_w();
+  UnitSums& kept = kept_sums(st, "smoothgrad", opt, out.target, size_t(HW + G + 4));
+  Eigen::Map<MatD> pixels(kept.sums.data(), c.image_h, c.image_w), tokens(kept.sums.data() + HW, c.grid_h(), c.grid_w());
+  double* const terms = kept.sums.data() + HW + G;  // attribution_sum, f_input, f_baseline; any (0/1)
 
   for_each_unit(
-      samples, workers, opt.progress, "smoothgrad",
+      kept.next, samples, workers, opt.progress, "smoothgrad",
       [&](int s, int t) {
         Image noisy = x;
         const uint64_t first = 2 * (uint64_t(s) * uint64_t(N));
@@ -263,25 +306,26 @@ void smoothgrad(Explanation& out, const Model& m, ExplainState& st, const Method
         copy.set_input(m, noisy, st.trace.head_mask, gradients_only);
         part[size_t(t)] = explain(m, copy, inner_method, inner);
       },
-      [&](int, int t) {
+      [&](int s, int t) {
         const Explanation& e = part[size_t(t)];
         pixels += e.pixel_map.cast<double>();
         tokens += e.token_map.cast<double>();
         if (e.has_completeness) {
-          completeness = true;
-          sum.attribution_sum += e.completeness.attribution_sum;
-          sum.f_input += e.completeness.f_input;
-          sum.f_baseline += e.completeness.f_baseline;
+          terms[3] = 1;
+          terms[0] += e.completeness.attribution_sum;
+          terms[1] += e.completeness.f_input;
+          terms[2] += e.completeness.f_baseline;
         }
+        kept.next = s + 1;
       });
 
   out.pixel_map = (pixels / samples).cast<float>();
   out.token_map = (tokens / samples).cast<float>();
-  if (completeness) {
+  if (terms[3] != 0) {
     out.has_completeness = true;
-    out.completeness.attribution_sum = sum.attribution_sum / samples;
-    out.completeness.f_input = sum.f_input / samples;
-    out.completeness.f_baseline = sum.f_baseline / samples;
+    out.completeness.attribution_sum = terms[0] / samples;
+    out.completeness.f_input = terms[1] / samples;
+    out.completeness.f_baseline = terms[2] / samples;
   }
 }
 

@@ -192,6 +192,17 @@ struct AttAttrSums {
   std::vector<Mat> units;   // (n, d) per unit, finished but not yet in blocks; else empty
 };
 
+// The sampled methods' running sum (integrated-gradients' quadrature points, smoothgrad's noisy
+// copies), added in unit order: units [0, next) are in `sums`. `key` names the method, the target
+// and every option the sum depends on (all it reads but the thread count), `images` its image
+// options by value; a call with the same ones goes on from unit `next`, the same result bit for bit.
+struct UnitSums {
+  std::string key;
+  std::vector<std::vector<float>> images;
+  int next = 0;
+  std::vector<double> sums;
+};
+
 struct ExplainState {
   Trace trace;            // the float forward pass of the input (trace.head_mask: its head mask)
   int grads_target = -1;  // the class `grads` was computed for (−1: none)
@@ -211,6 +222,9 @@ struct ExplainState {
   // share one computation. (L) × (n, d) and a unit or two per thread: 1.8 MB at DeiT-tiny's shape,
   // 7.3 MB at ViT-B/16's.
   AttAttrSums attattr;
+  // integrated-gradients' or smoothgrad's sum for the last options asked for: a stopped one goes
+  // on from its next unit (C·H·W doubles for integrated-gradients, H·W + grid for smoothgrad).
+  UnitSums sampled;
 
   // Runs the forward pass of x, with the heads `head_mask` switches off (L·H values 0 or 1, flat
   // index l·H + h; empty = all on), and forgets everything derived from a previous input. With
