@@ -447,6 +447,7 @@ TEST_CASE("attattr: a stopped pass goes on from the units it finished", "[attatt
     many.progress = [&k](double) { return ++k < 5; };
     CHECK_THROWS_AS(explain(c.model, s, "attattr", many), Error);
     CHECK(!s.attattr.complete);
+    CHECK(done_units(s) < int(w.attattr.units.size()));  // some units are left to go on with
     many.progress = {};
     const Explanation b = explain(c.model, s, "attattr", many);
     for (size_t l = 0; l < ref.attattr.size(); ++l)

@@ -162,23 +162,6 @@ struct Explanation {
   Completeness completeness;
 };
 
-// What the methods share for one input, owned by the caller: the forward trace, the gradient of
-// the target logit, the double-precision trace and the relevance passes. Each is computed on
-// first use and reused by later calls (the all-methods grid runs every pass once).
-//
-// Heads switched off: with a head mask (ForwardOptions::head_mask, L·H entries, 0 = off) every
-// method explains the masked model. An off head's attention is 0 in the forward pass, and every
-// pass a method runs follows that forward: the gradients (∇A, ∂y_t/∂x), the double-precision
-// trace and its relevance passes, the IG path and smoothgrad's noisy copies, attattr's scaled
-// copies of each block (the blocks above run masked too), the norm-based decomposition. So the
-// attention-derived methods see A_l,h = 0 for an off head: raw-attention and rollout average it
-// into E_h[A] as a zero (a row of E_h[A] then sums to the share of heads on, so rollout's
-// rownorm(E_h[A] + I) gives the identity, the residual, a larger share; head-fusion max ignores
-// the off head, min is 0 wherever one is off), and every product with A or with its
-// relevance — (∇A ⊙ A)⁺, (∇A ⊙ R_A)⁺, attn-gradcam's w_h·A_h, Attr = A ⊙ ∫∂F/∂A, ‖Σ_h A_h·v_h W_O^h‖
-// — is 0 for it. Every method but raw-attention and rollout therefore gives the map of the model
-// whose projection columns of the off heads (W_proj[:, h·d_h … (h+1)·d_h)) are zero (tested);
-// those two read A without a weight, so for them the two models differ.
 // What attattr_blocks has computed for one (target, steps) of an input (attattr.cpp's batched
 // pass, whose units each sum ∂F/∂ctx_l over some of block l's scaled copies): per block the sum of
 // its first finished units, added in unit order as they finish, and the units finished out of that
@@ -194,8 +177,9 @@ struct AttAttrSums {
 
 // The sampled methods' running sum (integrated-gradients' quadrature points, smoothgrad's noisy
 // copies), added in unit order: units [0, next) are in `sums`. `key` names the method, the target
-// and every option the sum depends on (all it reads but the thread count), `images` its image
-// options by value; a call with the same ones goes on from unit `next`, the same result bit for bit.
+// and the value of every option of the registry but the thread count (what the method or the one
+// smoothgrad wraps reads is among them), `images` the image options by value; a call with the same
+// ones goes on from unit `next`, the same result bit for bit.
 struct UnitSums {
   std::string key;
   std::vector<std::vector<float>> images;
@@ -203,6 +187,24 @@ struct UnitSums {
   std::vector<double> sums;
 };
 
+// What the methods share for one input, owned by the caller: the forward trace, the gradient of
+// the target logit, the double-precision trace and the relevance passes, and what the long
+// methods have computed so far. Each is computed on first use and reused by later calls (the
+// all-methods grid runs every pass once).
+//
+// Heads switched off: with a head mask (ForwardOptions::head_mask, L·H entries, 0 = off) every
+// method explains the masked model. An off head's attention is 0 in the forward pass, and every
+// pass a method runs follows that forward: the gradients (∇A, ∂y_t/∂x), the double-precision
+// trace and its relevance passes, the IG path and smoothgrad's noisy copies, attattr's scaled
+// copies of each block (the blocks above run masked too), the norm-based decomposition. So the
+// attention-derived methods see A_l,h = 0 for an off head: raw-attention and rollout average it
+// into E_h[A] as a zero (a row of E_h[A] then sums to the share of heads on, so rollout's
+// rownorm(E_h[A] + I) gives the identity, the residual, a larger share; head-fusion max ignores
+// the off head, min is 0 wherever one is off), and every product with A or with its
+// relevance — (∇A ⊙ A)⁺, (∇A ⊙ R_A)⁺, attn-gradcam's w_h·A_h, Attr = A ⊙ ∫∂F/∂A, ‖Σ_h A_h·v_h W_O^h‖
+// — is 0 for it. Every method but raw-attention and rollout therefore gives the map of the model
+// whose projection columns of the off heads (W_proj[:, h·d_h … (h+1)·d_h)) are zero (tested);
+// those two read A without a weight, so for them the two models differ.
 struct ExplainState {
   Trace trace;            // the float forward pass of the input (trace.head_mask: its head mask)
   int grads_target = -1;  // the class `grads` was computed for (−1: none)
