@@ -622,7 +622,10 @@ class WasmInput {
   // 'taylor-prob' (this image's heads by core's image_head_ranking; needs an input without a head
   // mask), count (the first `count` heads of the order only), target = −1 (the unpruned
   // prediction), and for the attattr ranking steps = 20, threads, attattr (an explanation's attattr
-  // for this input and target, reused); onProgress(fraction) as explain's: returning false cancels}. Returns {target, original, ranking ('order' when given),
+  // for this input and target, reused); onProgress(fraction) as explain's: returning false cancels}.
+  // The input keeps the steps of its last few curves (core's PruningKept): a stopped curve goes on
+  // where it was, an order that adds a head to a kept one runs one step, one that drops heads from
+  // its end none. Returns {target, original, ranking ('order' when given),
   // order, heads ('B.H' each), prob, logit, top (k = 0 … K), firstChange (−1: none), and for a
   // ranking scores (depth × heads)}.
   val pruning_curve(val options) {
@@ -676,7 +679,7 @@ class WasmInput {
       const int count = int_option(o, "count", int(order.size()));
       if (count < 0) throw Error(ErrorCode::bad_argument, "option count must be ≥ 0");
       if (size_t(count) < order.size()) order.resize(size_t(count));
-      const ImagePruningCurve curve = image_pruning_curve(*model_, x_, order, target, progress);
+      const ImagePruningCurve curve = image_pruning_curve(*model_, x_, order, target, progress, &pruning_);
       val heads = val::array();
       for (int f : curve.order) heads.call<void>("push", head_name(f, c));
       result.set("target", curve.target);
@@ -770,7 +773,9 @@ class WasmInput {
   // perturbation_curve, as `vitlens eval` runs it: options {positive = true, target = −1 (the
   // arg-max class), inputs = false (also return each step's perturbed C×H×W input),
   // onProgress(fraction) (after each forward pass; returning false cancels: Error "cancelled: …")}.
-  val perturbation(val map_js, val options_js) const {
+  // The input keeps each direction's steps for its last map (core's PerturbationKept): a stopped
+  // test of the same map goes on from the step it was in.
+  val perturbation(val map_js, val options_js) {
     return guarded([&] {
       const Config& c = model_->config;
       if (!state_.trace.head_mask.empty())
@@ -794,7 +799,8 @@ class WasmInput {
       };
       PerturbationCurve curve;
       PerturbationWork work;
-      perturbation_curve(curve, work, *model_, x_, state_.trace.logits, map.data(), int(map.size()), positive, on_step);
+      perturbation_curve(curve, work, *model_, x_, state_.trace.logits, map.data(), int(map.size()), positive, on_step,
+                         &perturbation_);
       std::array<double, perturbation_steps> prob{}, correct{};
       for (size_t s = 0; s < size_t(perturbation_steps); ++s) {
         prob[s] = output_probs(c, curve.logits[s])[target];
@@ -981,6 +987,8 @@ class WasmInput {
   std::shared_ptr<const Model> model_;  // shared with the Model handle and the other inputs
   Image x_;                             // (C, H, W) normalised
   ExplainState state_;                  // this input's forward pass and what explain derived from it
+  PerturbationKept perturbation_;       // the perturbation test's steps done, per direction
+  PruningKept pruning_;                 // the pruning curves' steps done
 };
 
 // A loaded model: immutable, shared by the inputs prepared from it (deleting the handle frees the

@@ -505,7 +505,8 @@ export interface Input {
   attentionGrads(target: number): Float32Array[][];
   /** The perturbation test of `map` (H×W at the model's input size). Throws "bad_shape: ..." for another size,
    * "bad_argument: unknown option ..." for another key. onProgress(fraction) is called after each of the 9
-   * forward passes; returning false stops the test with "cancelled: ...". */
+   * forward passes; returning false stops the test with "cancelled: ...". The input keeps each
+   * direction's steps for its last map: a stopped test of the same map goes on from the step it was in. */
   perturbation(map: Float32Array, options: { positive?: boolean; target?: number; inputs?: boolean; onProgress?: (fraction: number) => boolean | void }): PerturbationCurve;
   /**
    * Every faithfulness figure of `map` (H×W at the input's size) for one class: the perturbation
@@ -532,7 +533,9 @@ export interface Input {
   withHeadMask(mask: ArrayLike<number> | null): Input;
   /** This input's head mask (depth × heads; all 1 without one). */
   headMask(): Float32Array;
-  /** One image's pruning curve, from every head on (whatever this input's mask). */
+  /** One image's pruning curve, from every head on (whatever this input's mask). The input keeps
+   * the steps of its last three curves: a stopped curve goes on where it was, an order that adds
+   * heads to a kept one runs only the new steps, one that drops heads from its end none. */
   pruningCurve(options: PruningCurveOptions): PruningCurve;
   delete(): void;
 }

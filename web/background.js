@@ -8,17 +8,17 @@
 // background request is therefore asked with a cancel flag of its own and withdrawn for a request
 // of a higher rank: dropped from the worker's queue if it has not started, else stopped at its next
 // progress report (one forward pass); then asked again behind that request. What a stopped
-// request had done is lost, except where the engine keeps it in the image's state: norm-based's
-// finished blocks, attattr's finished units, integrated-gradients' and smoothgrad's running sums
-// (ExplainState), so the grid's long methods, the feed-forward view's maps and AttAttr's ranked
-// curve go on from where they were.
+// request had done is kept by the engine in the image's state: norm-based's finished blocks,
+// attattr's finished units, integrated-gradients' and smoothgrad's running sums (ExplainState),
+// the perturbation test's and the pruning curves' steps (the Input's PerturbationKept and
+// PruningKept), so every background request goes on from where it was.
 //
 // Ranks: the grid's long methods 0, the perturbation curve 1, the heads section's ranked curves 2
 // (views/heads.js), the feed-forward view's norm-based maps 3 (views/ff.js: asked for by opening
 // the view, seconds on a DeiT-tiny-sized model, and resumed where it stopped), the views' own
 // requests Infinity. Each withdraws only lower ranks, so two background requests never withdraw
 // each other in turn. While views keep asking (a pointer moving over the image), a long request
-// that starts again from scratch waits.
+// waits, and each withdrawal costs it at most the unit it was in (a block, a forward pass).
 import { VitlensError } from './client.js';
 import { on } from './events.js';
 import { cancelFlag, raiseFlag } from './flags.js';

@@ -2,8 +2,8 @@
 // every method of the masked model against the same model with the off heads' projection columns
 // zeroed, and against the float64 reference (tests/reference/make_heads_fixtures.py); attattr's
 // batched pass under a mask against its unbatched definition; one image's pruning curve against a
-// forward pass with each cumulative mask (brute force) and against the reference's curve; the
-// rankings of one image; head lists as text; bad masks refused.
+// forward pass with each cumulative mask (brute force) and against the reference's curve, and
+// going on from the steps it keeps; the rankings of one image; head lists as text; bad masks refused.
 // Set VITLENS_PARITY_REPORT=1 to print the worst differences.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -238,6 +238,73 @@ TEST_CASE("one image's pruning curve equals a forward pass with each cumulative 
       CHECK(a.prob.back() == Approx(b.prob.back()).margin(1e-6));
     }
   }
+}
+
+TEST_CASE("one image's pruning curve goes on from the steps it keeps, the same bit for bit", "[heads]") {
+  const Model m = test::engine_fixture_model("nonsquare");
+  const Image x = test::engine_fixture_input("nonsquare");
+  const Config& c = m.config;
+  const int total = c.depth * c.heads;
+  Trace tr;
+  vit_forward(tr, m, x);
+  const int pred = top_k(c, tr.logits, 1)[0].cls;
+  const std::vector<int> ranked = image_head_ranking(m, tr, pred, HeadRanking::attention, {}).order;
+  const int K = int(ranked.size());
+  REQUIRE(K >= 8);
+  auto same = [](const ImagePruningCurve& a, const ImagePruningCurve& b) {
+    CHECK(a.order == b.order);
+    CHECK(a.prob == b.prob);
+    CHECK(a.logit == b.logit);
+    CHECK(a.top == b.top);
+    CHECK(a.original == b.original);
+    CHECK(a.target == b.target);
+    CHECK(a.first_change == b.first_change);
+  };
+  // The steps a call ran: its progress reports, one after each.
+  std::vector<double> reports;
+  const ProgressFn count = [&](double f) {
+    reports.push_back(f);
+    return true;
+  };
+  PruningKept kept;
+
+  // Stopped after its third step, then asked again: it runs the steps after the third only.
+  int stop_after = 3;
+  CHECK_THROWS_AS(image_pruning_curve(m, x, ranked, -1, [&](double) { return --stop_after > 0; }, &kept), Error);
+  REQUIRE(kept.entries.size() == 1);
+  CHECK(kept.entries[0].order.size() == 3);
+  const ImagePruningCurve resumed = image_pruning_curve(m, x, ranked, -1, count, &kept);
+  same(resumed, image_pruning_curve(m, x, ranked));
+  REQUIRE(reports.size() == size_t(K - 3));
+  CHECK(reports.front() == Approx(4.0 / K));
+  CHECK(reports.back() == 1.0);
+
+  // Heads dropped from the order's end: no step runs; another class reads the same steps.
+  const std::vector<int> first5(ranked.begin(), ranked.begin() + 5);
+  reports.clear();
+  same(image_pruning_curve(m, x, first5, -1, count, &kept), image_pruning_curve(m, x, first5));
+  same(image_pruning_curve(m, x, ranked, (pred + 1) % c.classes, count, &kept),
+       image_pruning_curve(m, x, ranked, (pred + 1) % c.classes));
+  CHECK(reports.empty());
+
+  // Clicks: one head more runs one step, in an entry of its own beside the ranking's.
+  std::vector<int> clicks = {total - 1, 0};
+  same(image_pruning_curve(m, x, clicks, -1, count, &kept), image_pruning_curve(m, x, clicks));
+  clicks.push_back(total / 2);
+  reports.clear();
+  same(image_pruning_curve(m, x, clicks, -1, count, &kept), image_pruning_curve(m, x, clicks));
+  CHECK(reports.size() == 1);
+  CHECK(kept.entries.size() == 2);
+
+  // At capacity the least recently used entry goes: two more orders replace the ranking's.
+  for (const std::vector<int>& order : {std::vector<int>{1}, std::vector<int>{2, 3}})
+    same(image_pruning_curve(m, x, order, -1, {}, &kept), image_pruning_curve(m, x, order));
+  CHECK(kept.entries.size() == PruningKept::capacity);
+  reports.clear();
+  same(image_pruning_curve(m, x, clicks, -1, count, &kept), image_pruning_curve(m, x, clicks));
+  CHECK(reports.empty());
+  same(image_pruning_curve(m, x, first5, -1, count, &kept), image_pruning_curve(m, x, first5));
+  CHECK(reports.size() == 5);
 }
 
 TEST_CASE("one image's pruning curve matches the float64 reference", "[heads]") {

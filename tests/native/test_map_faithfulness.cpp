@@ -2,9 +2,9 @@
 // figure of one map in one call: that it is the composition of the metric functions it names
 // (exactly, on a small random model), hand-worked values (a constant map's two orders are the
 // same removal, so SRG is 0; a map equal to the mask scores 1 on every mask figure, its inverse
-// 0), its progress and cancellation, its argument checks, and that on the shipped model each
-// record of the benchmark (eval_scene) holds exactly the figures map_faithfulness gives for the
-// same map.
+// 0), its progress and cancellation, the perturbation test going on from the steps it keeps, its
+// argument checks, and that on the shipped model each record of the benchmark (eval_scene) holds
+// exactly the figures map_faithfulness gives for the same map.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -141,6 +141,53 @@ TEST_CASE("the perturbation and ROAD steps' logits are a full forward pass's of 
         CHECK(arg_max_class(curve.logits[s]) == arg_max_class(full.logits));
       }
     }
+}
+
+TEST_CASE("perturbation_curve goes on from the steps it keeps, the same bit for bit", "[metrics][map_faithfulness]") {
+  const Fixture f;
+  PerturbationKept kept;
+  for (bool positive : {true, false}) {
+    INFO(positive);
+    PerturbationWork w;
+    PerturbationCurve whole;
+    std::vector<std::vector<float>> whole_inputs;
+    perturbation_curve(whole, w, f.m, f.x, f.logits, f.map.data(), f.hw, positive,
+                       [&](int, const Image& x) { whole_inputs.push_back(x.data); });
+    PerturbationKept::Direction& k = positive ? kept.positive : kept.negative;
+
+    // Stopped at step 4, after its forward pass.
+    PerturbationCurve part;
+    CHECK_THROWS_AS(perturbation_curve(part, w, f.m, f.x, f.logits, f.map.data(), f.hw, positive,
+                                       [](int s, const Image&) {
+                                         if (s == 4) throw Error(ErrorCode::cancelled, "stopped");
+                                       },
+                                       &kept),
+                    Error);
+    CHECK(k.done == 5);
+    // Asked again: steps 1 … 4 are read, not run (a logit marked in the kept step 3 comes back),
+    // and every step's perturbed input reaches on_step again.
+    k.logits[3][0] = 1234.5f;
+    PerturbationCurve resumed;
+    std::vector<std::vector<float>> inputs;
+    perturbation_curve(resumed, w, f.m, f.x, f.logits, f.map.data(), f.hw, positive,
+                       [&](int, const Image& x) { inputs.push_back(x.data); }, &kept);
+    CHECK(resumed.logits[3][0] == 1234.5f);
+    resumed.logits[3] = k.logits[3] = whole.logits[3];
+    CHECK(resumed.removed == whole.removed);
+    for (size_t s = 0; s < size_t(perturbation_steps); ++s) CHECK(resumed.logits[s] == whole.logits[s]);
+    CHECK(inputs == whole_inputs);
+    CHECK(k.done == perturbation_steps);
+
+    // Another map runs anew.
+    std::vector<float> other = f.map;
+    other[0] += 1.0f;
+    k.logits[3][0] = 1234.5f;
+    PerturbationCurve fresh, anew;
+    perturbation_curve(fresh, w, f.m, f.x, f.logits, other.data(), f.hw, positive);
+    perturbation_curve(anew, w, f.m, f.x, f.logits, other.data(), f.hw, positive, {}, &kept);
+    for (size_t s = 0; s < size_t(perturbation_steps); ++s) CHECK(anew.logits[s] == fresh.logits[s]);
+  }
+  CHECK(kept.positive.done == perturbation_steps);  // the negative direction's runs kept it
 }
 
 TEST_CASE("map_faithfulness: hand-worked values", "[metrics][map_faithfulness]") {

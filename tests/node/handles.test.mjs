@@ -127,6 +127,17 @@ test('the perturbation test: core\'s order and counts, checked arguments', async
     assert.throws(() => x.perturbation(map, { onProgress: () => ++calls < 3 }), /^Error: cancelled: the perturbation test was cancelled/);
     assert.equal(calls, 3);
     assert.deepEqual(x.perturbation(map, { positive: true }).prob, pos.prob, 'a cancelled test leaves the input as it was');
+    // A stopped test of another map goes on from the steps it ran (core's PerturbationKept), with
+    // the same curve as a new input's; every step still reports.
+    const ramp = map.map((_, i) => (i * 7919) % n);
+    const fresh = model.prepare(new Float32Array(readNpy(path.join(engine, 'nonsquare', 'input.npy')).data));
+    const whole = fresh.perturbation(ramp, { positive: false, inputs: true });
+    fresh.delete();
+    calls = 0;
+    assert.throws(() => x.perturbation(ramp, { positive: false, onProgress: () => ++calls < 5 }), /^Error: cancelled: /);
+    fractions.length = 0;
+    assert.deepEqual(x.perturbation(ramp, { positive: false, inputs: true, onProgress: (f) => { fractions.push(f); } }), whole);
+    assert.deepEqual(fractions, [1, 2, 3, 4, 5, 6, 7, 8, 9].map((s) => s / 9));
     assert.throws(() => x.perturbation(map, { onProgress: 3 }), /bad_argument: option onProgress must be a function/);
     assert.throws(() => x.perturbation(map, { postive: true }), /bad_argument: unknown option 'postive' \(perturbation takes positive, target, inputs, onProgress\)/);
     assert.equal(x.perturbation(map.fill(NaN), {}).nonfinite, true);

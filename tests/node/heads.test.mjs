@@ -152,15 +152,24 @@ test('bad masks and options are refused with their reasons', async () => {
     x.pruningCurve({ ranking: 'attattr', steps: 3, onProgress: (f) => { fractions.push(f); } });
     assert.ok(fractions.length >= 12 && fractions.every((f, k) => k === 0 || f >= fractions[k - 1]), `ascending: ${fractions}`);
     assert.ok(Math.abs(fractions.at(-1) - 1) < 1e-12 && fractions.some((f) => Math.abs(f - 0.7) < 1e-12), `${fractions}`);
-    assert.throws(() => x.pruningCurve({ ranking: 'attattr', steps: 3, onProgress: () => false }), /^Error: cancelled: /);
+    // (steps 2: matrices the input does not keep yet, whose first unit's report stops them)
+    assert.throws(() => x.pruningCurve({ ranking: 'attattr', steps: 2, onProgress: () => false }), /^Error: cancelled: /);
     assert.throws(() => x.pruningCurve({ order: [1, 2], onProgress: () => false }), /^Error: cancelled: the pruning curve was cancelled/);
     // The input keeps what its attattr passes computed (ExplainState::attattr): a ranking after an
     // attattr explanation of the same class and steps reports only the curve's progress (0.7 on),
     // and a stopped ranking goes on from the units it finished, with the same curve.
+    const fresh = (f) => {
+      const v = model.prepare(new Float32Array(readNpy(nonsquareInput).data));
+      try {
+        return f(v);
+      } finally {
+        v.delete();
+      }
+    };
     const y = model.prepare(new Float32Array(readNpy(nonsquareInput).data));
     try {
       const target = y.predict(1)[0].class;
-      const whole = y.pruningCurve({ ranking: 'attattr', steps: 3, target });
+      const whole = fresh((v) => v.pruningCurve({ ranking: 'attattr', steps: 3, target }));
       y.explain('attattr', { steps: 3, target });
       const after = [];
       assert.deepEqual(y.pruningCurve({ ranking: 'attattr', steps: 3, target, onProgress: (f) => { after.push(f); } }), whole);
@@ -179,6 +188,25 @@ test('bad masks and options are refused with their reasons', async () => {
     } finally {
       y.delete();
     }
+    // The input keeps its last curves' steps (core's PruningKept): a stopped curve goes on from the
+    // step it was in, a head added to the order costs one step, heads dropped from its end none;
+    // the same curves as a new input's.
+    fresh((v) => {
+      const order = [4, 9, 2, 7];
+      const curve = (o) => fresh((u) => u.pruningCurve({ order: o }));
+      let calls = 0;
+      assert.throws(() => v.pruningCurve({ order, onProgress: () => ++calls < 2 }), /^Error: cancelled: the pruning curve was cancelled/);
+      const reports = [];
+      const onProgress = (f) => { reports.push(f); };
+      assert.deepEqual(v.pruningCurve({ order, onProgress }), curve(order));
+      assert.deepEqual(reports, [3 / 4, 1]);
+      reports.length = 0;
+      assert.deepEqual(v.pruningCurve({ order: [...order, 11], onProgress }), curve([...order, 11]));
+      assert.deepEqual(reports, [1]);
+      reports.length = 0;
+      assert.deepEqual(v.pruningCurve({ order: order.slice(0, 2), onProgress }), curve(order.slice(0, 2)));
+      assert.deepEqual(reports, []);
+    });
     assert.throws(() => x.pruningCurve({ order: [1], onProgress: 3 }), /^Error: bad_argument: option onProgress must be a function/);
     // An order on a masked input starts from every head on, as on the original.
     assert.deepEqual(masked.pruningCurve({ order: [1, 11] }), x.pruningCurve({ order: [1, 11] }));

@@ -142,8 +142,24 @@ ImageHeadRanking image_head_ranking(const Model& m, const Trace& tr, int target,
   return out;
 }
 
+namespace {
+
+// The kept steps a curve of `order` starts from (PruningKept): an entry whose steps `order` begins
+// with, or that begin with all of `order`; the one with most steps in common. Null when none.
+PruningKept::Steps* kept_start(PruningKept& kept, const std::vector<int>& order) {
+  PruningKept::Steps* best = nullptr;
+  for (PruningKept::Steps& e : kept.entries) {
+    const size_t common = std::min(e.order.size(), order.size());
+    if (!std::equal(order.begin(), order.begin() + ptrdiff_t(common), e.order.begin())) continue;
+    if (!best || common > std::min(best->order.size(), order.size())) best = &e;
+  }
+  return best;
+}
+
+}  // namespace
+
 ImagePruningCurve image_pruning_curve(const Model& m, const Image& x, const std::vector<int>& order, int target,
-                                      const ProgressFn& progress) {
+                                      const ProgressFn& progress, PruningKept* kept) {
   const Config& c = m.config;
   const Params& p = m.params;
   const int L = c.depth, H = c.heads;
@@ -151,45 +167,67 @@ ImagePruningCurve image_pruning_curve(const Model& m, const Image& x, const std:
   if (target < -1 || target >= c.classes)
     throw Error(ErrorCode::bad_argument, "target class " + std::to_string(target) + " is out of range: the model has " +
                                              std::to_string(c.classes) + " classes");
+  PruningKept local;
+  if (!kept) kept = &local;
+  // The entry this curve reads and, when `order` goes beyond its steps, extends (moved to the end:
+  // the most recently used); a new one when none starts it.
+  PruningKept::Steps* start = kept_start(*kept, order);
+  if (start) {
+    std::rotate(start, start + 1, kept->entries.data() + kept->entries.size());
+  } else {
+    if (kept->entries.size() >= PruningKept::capacity) kept->entries.erase(kept->entries.begin());
+    kept->entries.emplace_back();
+  }
+  PruningKept::Steps& e = kept->entries.back();
+  if (e.logits.empty()) {
+    Trace tr;
+    vit_logits(tr, m, x);  // every head on; the last block formed for the head's rows only
+    // xs[b]: block b's input (n, d) under the heads switched off so far; xs[L]: the last block's
+    // output (head_rows(c), d).
+    e.xs.resize(size_t(L) + 1);
+    for (int b = 0; b < L; ++b) e.xs[size_t(b)] = tr.blocks[size_t(b)].x;
+    e.xs[size_t(L)] = tr.x_final;
+    e.logits.push_back(tr.logits);
+  }
+
+  std::vector<float> mask = head_mask_off(e.order, c);
+  BlockTrace bt;
+  BlockScratch bs;
+  HeadTrace head;
+  for (size_t k = e.order.size(); k < order.size(); ++k) {
+    const int f = order[k];
+    mask[size_t(f)] = 0.0f;
+    try {
+      // Only the blocks from the switched-off head's block up change.
+      for (int b = f / H; b < L; ++b) {
+        bt.x = e.xs[size_t(b)];
+        BlockOptionsT<float> o;
+        o.head_mask = mask.data() + size_t(b) * size_t(H);
+        if (b == L - 1) o.rows = head_rows(c);  // as vit_logits: only the head's rows reach the logits
+        block_forward(e.xs[size_t(b) + 1], bt, bs, p.blocks[size_t(b)], c, 1, BlockRecord::backward, o);
+      }
+      head_forward(head, e.xs[size_t(L)], m);
+    } catch (...) {
+      kept->entries.pop_back();  // its blocks' inputs are half way into this step
+      throw;
+    }
+    e.order.push_back(f);
+    e.logits.push_back(head.logits);
+    if (progress && !progress(double(k + 1) / double(order.size())))
+      throw Error(ErrorCode::cancelled, "the pruning curve was cancelled");
+  }
+
   ImagePruningCurve out;
   out.order = order;
-  Trace tr;
-  vit_logits(tr, m, x);  // every head on; the last block formed for the head's rows only
-  out.original = top_k(c, tr.logits, 1)[0].cls;
+  out.original = top_k(c, e.logits[0], 1)[0].cls;
   out.target = target >= 0 ? target : out.original;
-  auto record = [&](const Vec& logits) {
+  for (size_t k = 0; k <= order.size(); ++k) {
+    const Vec& logits = e.logits[k];
     const Vec probs = output_probs(c, logits);  // (classes) softmax or sigmoid
     out.prob.push_back(double(probs[out.target]));
     out.logit.push_back(double(logits[out.target]));
     out.top.push_back(top_k(c, logits, 1)[0].cls);
-    if (out.first_change < 0 && out.top.back() != out.original) out.first_change = int(out.top.size()) - 1;
-  };
-  record(tr.logits);
-
-  // xs[b]: block b's input (n, d) under the heads switched off so far; xs[L]: the last block's output
-  // (head_rows(c), d).
-  std::vector<Mat> xs(size_t(L) + 1);
-  for (int b = 0; b < L; ++b) xs[size_t(b)] = tr.blocks[size_t(b)].x;
-  xs[size_t(L)] = tr.x_final;
-  std::vector<float> mask(size_t(L) * size_t(H), 1.0f);
-  BlockTrace bt;
-  BlockScratch bs;
-  HeadTrace head;
-  for (size_t k = 0; k < order.size(); ++k) {
-    const int f = order[k];
-    mask[size_t(f)] = 0.0f;
-    // Only the blocks from the switched-off head's block up change.
-    for (int b = f / H; b < L; ++b) {
-      bt.x = xs[size_t(b)];
-      BlockOptionsT<float> o;
-      o.head_mask = mask.data() + size_t(b) * size_t(H);
-      if (b == L - 1) o.rows = head_rows(c);  // as vit_logits: only the head's rows reach the logits
-      block_forward(xs[size_t(b) + 1], bt, bs, p.blocks[size_t(b)], c, 1, BlockRecord::backward, o);
-    }
-    head_forward(head, xs[size_t(L)], m);
-    record(head.logits);
-    if (progress && !progress(double(k + 1) / double(order.size())))
-      throw Error(ErrorCode::cancelled, "the pruning curve was cancelled");
+    if (out.first_change < 0 && out.top.back() != out.original) out.first_change = int(k);
   }
   return out;
 }

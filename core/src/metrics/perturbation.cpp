@@ -2,6 +2,7 @@
 // wasm API both call it).
 #include "vitlens/metrics/perturbation.h"
 
+#include <cstring>
 #include <string>
 
 #include "vitlens/tensor/error.h"
@@ -24,7 +25,7 @@ std::vector<float> perturbation_fill(const Config& c) {
 
 void perturbation_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
                         const Vec& clean_logits, const float* map, int map_size, bool positive,
-                        const PerturbationStepFn& on_step) {
+                        const PerturbationStepFn& on_step, PerturbationKept* kept) {
   const Config& c = m.config;
   const int hw = c.image_h * c.image_w;
   if (clean.c != c.channels || clean.h != c.image_h || clean.w != c.image_w)
@@ -34,6 +35,14 @@ void perturbation_curve(PerturbationCurve& out, PerturbationWork& w, const Model
     throw Error(ErrorCode::bad_shape, "the map has " + std::to_string(map_size) + " values; the perturbation test needs " +
                                           std::to_string(c.image_h) + "×" + std::to_string(c.image_w) +
                                           " (the model's input size)");
+  PerturbationKept::Direction* k = nullptr;  // this direction's steps done, if kept
+  if (kept) {
+    k = positive ? &kept->positive : &kept->negative;
+    if (k->map.size() != size_t(map_size) || std::memcmp(k->map.data(), map, sizeof(float) * size_t(map_size)) != 0) {
+      k->map.assign(map, map + map_size);
+      k->done = 1;
+    }
+  }
   const std::vector<float> fill = perturbation_fill(c);
   const std::vector<int> order = perturbation_order(map, hw, positive);
   out.positive = positive;
@@ -43,14 +52,22 @@ void perturbation_curve(PerturbationCurve& out, PerturbationWork& w, const Model
   w.x = clean;
   int removed = 0;
   for (int s = 1; s < perturbation_steps; ++s) {
-    const int k = perturbation_count(hw, s);
-    for (; removed < k; ++removed) {
+    const int count = perturbation_count(hw, s);
+    for (; removed < count; ++removed) {
       const size_t p = size_t(order[size_t(removed)]);
       for (int ch = 0; ch < c.channels; ++ch) w.x.data[size_t(ch) * size_t(hw) + p] = fill[size_t(ch)];
     }
-    vit_logits(w.tr, m, w.x);
-    out.removed[size_t(s)] = k;
-    out.logits[size_t(s)] = w.tr.logits;
+    out.removed[size_t(s)] = count;
+    if (k && s < k->done) {
+      out.logits[size_t(s)] = k->logits[size_t(s)];
+    } else {
+      vit_logits(w.tr, m, w.x);
+      out.logits[size_t(s)] = w.tr.logits;
+      if (k) {
+        k->logits[size_t(s)] = w.tr.logits;
+        k->done = s + 1;
+      }
+    }
     if (on_step) on_step(s, w.x);
   }
 }

@@ -74,7 +74,28 @@ struct ImagePruningCurve {
   std::vector<int> top;       // (K + 1)
   int first_change = -1;
 };
+
+// What image_pruning_curve has run for one image, kept by its caller beside that image (the wasm
+// API's Input): a few orders' steps done, each with the logits after every step and the blocks'
+// inputs after the last one. A curve whose order begins with a kept one's steps runs only the steps
+// after them: the same curve stopped by its progress callback (the page withdraws it for a view's
+// request) goes on, and the heads a user clicked with one more head added cost one step. A curve
+// whose order is the beginning of a kept one's steps (a head un-clicked) runs none. The same values
+// bit for bit. Each entry holds (L + 1) × (n, d) floats: 2 MB at DeiT-tiny's shape, 7.9 MB at
+// ViT-B/16's; the least recently used of `capacity` entries is replaced.
+struct PruningKept {
+  struct Steps {
+    std::vector<int> order;   // (k) the heads switched off so far
+    std::vector<Vec> logits;  // (k + 1) the logits after each step (0: every head on)
+    std::vector<Mat> xs;      // (L + 1) the blocks' inputs under those k heads off (pruning.cpp)
+  };
+  static constexpr size_t capacity = 3;
+  std::vector<Steps> entries;  // the most recently used last
+};
+
+// `kept` (may be null): what earlier curves of this image ran, used and extended (PruningKept).
 ImagePruningCurve image_pruning_curve(const Model& m, const Image& x, const std::vector<int>& order,
-                                      int target = -1, const ProgressFn& progress = {});
+                                      int target = -1, const ProgressFn& progress = {},
+                                      PruningKept* kept = nullptr);
 
 }  // namespace vitlens

@@ -43,12 +43,28 @@ struct PerturbationWork {
 // Called with each step's perturbed input (step 0: the clean input), e.g. to show it.
 using PerturbationStepFn = std::function<void(int step, const Image& x)>;
 
+// What perturbation_curve has run for one input, kept by its caller beside that input (the wasm
+// API's Input): per direction the map and the logits of the steps done. A call for the same input,
+// map (bit for bit) and direction goes on from the first step not done, so that a test stopped by
+// `on_step` (the page withdraws it for a view's request) loses at most the forward pass in
+// progress; the steps done are not run again but still reach `on_step`, their perturbed inputs
+// formed again. Another map replaces that direction's. 2 · (H·W floats + 10 logits).
+struct PerturbationKept {
+  struct Direction {
+    std::vector<float> map;  // (H·W)
+    int done = 0;            // steps [0, done) have their logits (step 0: the clean input's)
+    std::array<Vec, perturbation_steps> logits;
+  };
+  Direction positive, negative;
+};
+
 // Runs the test on `clean` (the model's normalised C×H×W input, whose logits are `clean_logits`)
 // for `map`, H×W floats at the model's input size (row-major; NaN must not occur: see
 // perturbation_order). Removing a pixel sets it in all channels. Throws Error(bad_shape) when the
-// input or the map do not have the model's size.
+// input or the map do not have the model's size. `kept` (may be null): what earlier calls on this
+// input ran, used and extended (see PerturbationKept).
 void perturbation_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
                         const Vec& clean_logits, const float* map, int map_size, bool positive,
-                        const PerturbationStepFn& on_step = {});
+                        const PerturbationStepFn& on_step = {}, PerturbationKept* kept = nullptr);
 
 }  // namespace vitlens
