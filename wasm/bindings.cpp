@@ -773,8 +773,8 @@ class WasmInput {
   // perturbation_curve, as `vitlens eval` runs it: options {positive = true, target = −1 (the
   // arg-max class), inputs = false (also return each step's perturbed C×H×W input),
   // onProgress(fraction) (after each forward pass; returning false cancels: Error "cancelled: …")}.
-  // The input keeps each direction's steps for its last map (core's PerturbationKept): a stopped
-  // test of the same map goes on from the step it was in.
+  // The input keeps the steps of its last few maps and directions (core's PerturbationKept): a
+  // stopped test of the same map goes on from the step it was in.
   val perturbation(val map_js, val options_js) {
     return guarded([&] {
       const Config& c = model_->config;
@@ -819,8 +819,9 @@ class WasmInput {
   // class), black = true (the perturbation test, both orders), road = false (ROAD, both orders),
   // roadNoise = 0.01, roadSeed = 0, mask / otherMask (H·W bytes, nonzero = the explained object /
   // a second object: maskFromImage), onProgress(fraction) (after each forward pass; returning
-  // false cancels: Error "cancelled: …")}.
-  val faithfulness(val map_js, val options_js) const {
+  // false cancels: Error "cancelled: …")}. The perturbation test reads and extends the steps the
+  // input keeps (as perturbation's): a map the live test ran costs no forward pass here.
+  val faithfulness(val map_js, val options_js) {
     return guarded([&] {
       const Config& c = model_->config;
       const int hw = c.image_h * c.image_w;
@@ -843,6 +844,7 @@ class WasmInput {
       if (!mask.empty()) fo.mask = mask.data();
       if (!other.empty()) fo.other = other.data();
       fo.progress = progress_in(options["onProgress"]);
+      fo.kept = &perturbation_;
       bool nonfinite = false;
       const std::vector<float> map = map_in(map_js, nonfinite);
       MapFaithfulness f;
@@ -987,7 +989,7 @@ class WasmInput {
   std::shared_ptr<const Model> model_;  // shared with the Model handle and the other inputs
   Image x_;                             // (C, H, W) normalised
   ExplainState state_;                  // this input's forward pass and what explain derived from it
-  PerturbationKept perturbation_;       // the perturbation test's steps done, per direction
+  PerturbationKept perturbation_;       // the perturbation test's steps done, for its last maps
   PruningKept pruning_;                 // the pruning curves' steps done
 };
 

@@ -505,14 +505,16 @@ export interface Input {
   attentionGrads(target: number): Float32Array[][];
   /** The perturbation test of `map` (H×W at the model's input size). Throws "bad_shape: ..." for another size,
    * "bad_argument: unknown option ..." for another key. onProgress(fraction) is called after each of the 9
-   * forward passes; returning false stops the test with "cancelled: ...". The input keeps each
-   * direction's steps for its last map: a stopped test of the same map goes on from the step it was in. */
+   * forward passes; returning false stops the test with "cancelled: ...". The input keeps the steps
+   * of its last four maps and directions: a stopped test of the same map goes on from the step it was
+   * in, and faithfulness() reads them too. */
   perturbation(map: Float32Array, options: { positive?: boolean; target?: number; inputs?: boolean; onProgress?: (fraction: number) => boolean | void }): PerturbationCurve;
   /**
    * Every faithfulness figure of `map` (H×W at the input's size) for one class: the perturbation
    * test and ROAD in both orders, their SRGs, and with a mask the relevance mass and rank accuracy,
-   * the pointing game, the segmentation test and the class share. Throws "bad_shape: ..." for a map
-   * or mask of another size, "bad_argument: ..." for an unknown option or class.
+   * the pointing game, the segmentation test and the class share. The perturbation test reads and
+   * extends the steps the input keeps (see perturbation). Throws "bad_shape: ..." for a map or mask
+   * of another size, "bad_argument: ..." for an unknown option or class.
    */
   faithfulness(map: Float32Array, options: FaithfulnessOptions): Faithfulness;
   /** A 0/1 object mask at this input's size (H·W bytes) from an image file's bytes (nonzero colour =

@@ -146,6 +146,11 @@ TEST_CASE("the perturbation and ROAD steps' logits are a full forward pass's of 
 TEST_CASE("perturbation_curve goes on from the steps it keeps, the same bit for bit", "[metrics][map_faithfulness]") {
   const Fixture f;
   PerturbationKept kept;
+  auto steps_of = [&](const std::vector<float>& map, bool positive) -> PerturbationKept::Steps* {
+    for (PerturbationKept::Steps& e : kept.entries)
+      if (e.positive == positive && e.map == map) return &e;
+    return nullptr;
+  };
   for (bool positive : {true, false}) {
     INFO(positive);
     PerturbationWork w;
@@ -153,7 +158,6 @@ TEST_CASE("perturbation_curve goes on from the steps it keeps, the same bit for 
     std::vector<std::vector<float>> whole_inputs;
     perturbation_curve(whole, w, f.m, f.x, f.logits, f.map.data(), f.hw, positive,
                        [&](int, const Image& x) { whole_inputs.push_back(x.data); });
-    PerturbationKept::Direction& k = positive ? kept.positive : kept.negative;
 
     // Stopped at step 4, after its forward pass.
     PerturbationCurve part;
@@ -163,31 +167,67 @@ TEST_CASE("perturbation_curve goes on from the steps it keeps, the same bit for 
                                        },
                                        &kept),
                     Error);
-    CHECK(k.done == 5);
+    PerturbationKept::Steps* k = steps_of(f.map, positive);
+    REQUIRE(k);
+    CHECK(k->done == 5);
     // Asked again: steps 1 … 4 are read, not run (a logit marked in the kept step 3 comes back),
     // and every step's perturbed input reaches on_step again.
-    k.logits[3][0] = 1234.5f;
+    k->logits[3][0] = 1234.5f;
     PerturbationCurve resumed;
     std::vector<std::vector<float>> inputs;
     perturbation_curve(resumed, w, f.m, f.x, f.logits, f.map.data(), f.hw, positive,
                        [&](int, const Image& x) { inputs.push_back(x.data); }, &kept);
     CHECK(resumed.logits[3][0] == 1234.5f);
-    resumed.logits[3] = k.logits[3] = whole.logits[3];
+    k = steps_of(f.map, positive);
+    resumed.logits[3] = k->logits[3] = whole.logits[3];
     CHECK(resumed.removed == whole.removed);
     for (size_t s = 0; s < size_t(perturbation_steps); ++s) CHECK(resumed.logits[s] == whole.logits[s]);
     CHECK(inputs == whole_inputs);
-    CHECK(k.done == perturbation_steps);
+    CHECK(k->done == perturbation_steps);
 
-    // Another map runs anew.
+    // Another map has an entry of its own, and runs anew.
     std::vector<float> other = f.map;
     other[0] += 1.0f;
-    k.logits[3][0] = 1234.5f;
     PerturbationCurve fresh, anew;
     perturbation_curve(fresh, w, f.m, f.x, f.logits, other.data(), f.hw, positive);
     perturbation_curve(anew, w, f.m, f.x, f.logits, other.data(), f.hw, positive, {}, &kept);
     for (size_t s = 0; s < size_t(perturbation_steps); ++s) CHECK(anew.logits[s] == fresh.logits[s]);
+    REQUIRE(steps_of(other, positive));
+    CHECK(steps_of(f.map, positive));
   }
-  CHECK(kept.positive.done == perturbation_steps);  // the negative direction's runs kept it
+  CHECK(kept.entries.size() == PerturbationKept::capacity);
+  // A fifth entry replaces the least recently used (the first map's positive one).
+  std::vector<float> third = f.map;
+  third[1] -= 1.0f;
+  PerturbationWork w;
+  PerturbationCurve c;
+  perturbation_curve(c, w, f.m, f.x, f.logits, third.data(), f.hw, true, {}, &kept);
+  CHECK(kept.entries.size() == PerturbationKept::capacity);
+  CHECK_FALSE(steps_of(f.map, true));
+  CHECK(steps_of(f.map, false));
+
+  // map_faithfulness reads them: a logit marked in a kept step comes back in its figures, and
+  // without the mark they equal those of a run without the kept steps.
+  MapFaithfulnessOptions o;
+  o.cls = 1;
+  o.kept = &kept;
+  perturbation_curve(c, w, f.m, f.x, f.logits, f.map.data(), f.hw, true, {}, &kept);
+  PerturbationKept::Steps* k = steps_of(f.map, true);
+  const float clean = k->logits[5][1];
+  k->logits[5][1] = 1234.5f;
+  MapFaithfulness read, run;
+  map_faithfulness(read, w, f.m, f.x, f.logits, f.map.data(), f.hw, o);
+  CHECK(read.black_curves[0].curve.logits[5][1] == 1234.5f);
+  steps_of(f.map, true)->logits[5][1] = clean;
+  map_faithfulness(read, w, f.m, f.x, f.logits, f.map.data(), f.hw, o);
+  o.kept = nullptr;
+  map_faithfulness(run, w, f.m, f.x, f.logits, f.map.data(), f.hw, o);
+  for (size_t d = 0; d < 2; ++d) {
+    for (size_t s = 0; s < size_t(perturbation_steps); ++s)
+      CHECK(read.black_curves[d].curve.logits[s] == run.black_curves[d].curve.logits[s]);
+    CHECK(read.black_curves[d].prob == run.black_curves[d].prob);
+  }
+  CHECK(read.srg_black == run.srg_black);
 }
 
 TEST_CASE("map_faithfulness: hand-worked values", "[metrics][map_faithfulness]") {

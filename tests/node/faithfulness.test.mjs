@@ -168,6 +168,16 @@ test('Input.faithfulness: options, sizes, progress and cancel', async () => {
     let calls = 0;
     assert.throws(() => x.faithfulness(map, { road: true, onProgress: () => ++calls < 3 }), /^Error: cancelled: /);
     assert.equal(calls, 3);
+    // The perturbation steps the input keeps from Input.perturbation are read: the same figures as
+    // a new input's.
+    const other = x.explain('raw-attention', {}).pixelMap;
+    for (const positive of [true, false]) x.perturbation(other, { positive });
+    const y = preparePng(vl, model, path.join(gallery, 'scene_0000.png'));
+    try {
+      assert.deepEqual(x.faithfulness(other, {}), y.faithfulness(other, {}));
+    } finally {
+      y.delete();
+    }
     assert.throws(() => x.faithfulness(map, { bogus: 1 }), /bad_argument: unknown option 'bogus' \(faithfulness takes target, black, road/);
     assert.throws(() => x.faithfulness(map, { target: classes }), /bad_argument: target class/);
     assert.throws(() => x.faithfulness(new Float32Array(5), {}), /^Error: bad_shape: the map has 5 values/);

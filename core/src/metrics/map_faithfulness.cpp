@@ -70,7 +70,7 @@ void map_faithfulness(MapFaithfulness& out, PerturbationWork& w, const Model& m,
     out.black = true;
     for (int d = 0; d < 2; ++d) {
       FaithfulnessCurve& fc = out.black_curves[size_t(d)];
-      perturbation_curve(fc.curve, w, m, clean, clean_logits, map, map_size, d == 0, on_step);
+      perturbation_curve(fc.curve, w, m, clean, clean_logits, map, map_size, d == 0, on_step, opt.kept);
       score_curve(fc, c, opt.cls);
     }
     // Blücher et al. 2024: SRG = AUC(LeRF) − AUC(MoRF) of the class probability.

@@ -2,6 +2,7 @@
 // wasm API both call it).
 #include "vitlens/metrics/perturbation.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -23,6 +24,32 @@ std::vector<float> perturbation_fill(const Config& c) {
   return fill;
 }
 
+namespace {
+
+// The kept entry of `map` and `positive`, moved to the end (the most recently used); a new one
+// when there is none, in place of the least recently used when the entries are at capacity.
+PerturbationKept::Steps& kept_steps(PerturbationKept& kept, const float* map, int map_size, bool positive) {
+  std::vector<PerturbationKept::Steps>& es = kept.entries;
+  auto same = [&](const PerturbationKept::Steps& e) {
+    return e.positive == positive && e.map.size() == size_t(map_size) &&
+           std::memcmp(e.map.data(), map, sizeof(float) * size_t(map_size)) == 0;
+  };
+  auto it = std::find_if(es.begin(), es.end(), same);
+  if (it != es.end()) {
+    std::rotate(it, it + 1, es.end());
+    return es.back();
+  }
+  if (es.size() >= PerturbationKept::capacity) es.erase(es.begin());
+  PerturbationKept::Steps e;
+  e.positive = positive;
+  e.map.assign(map, map + map_size);
+  e.done = 1;
+  es.push_back(std::move(e));
+  return es.back();
+}
+
+}  // namespace
+
 void perturbation_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
                         const Vec& clean_logits, const float* map, int map_size, bool positive,
                         const PerturbationStepFn& on_step, PerturbationKept* kept) {
@@ -35,14 +62,8 @@ void perturbation_curve(PerturbationCurve& out, PerturbationWork& w, const Model
     throw Error(ErrorCode::bad_shape, "the map has " + std::to_string(map_size) + " values; the perturbation test needs " +
                                           std::to_string(c.image_h) + "×" + std::to_string(c.image_w) +
                                           " (the model's input size)");
-  PerturbationKept::Direction* k = nullptr;  // this direction's steps done, if kept
-  if (kept) {
-    k = positive ? &kept->positive : &kept->negative;
-    if (k->map.size() != size_t(map_size) || std::memcmp(k->map.data(), map, sizeof(float) * size_t(map_size)) != 0) {
-      k->map.assign(map, map + map_size);
-      k->done = 1;
-    }
-  }
+  PerturbationKept::Steps* k = nullptr;  // this map's and direction's steps done, if kept
+  if (kept) k = &kept_steps(*kept, map, map_size, positive);
   const std::vector<float> fill = perturbation_fill(c);
   const std::vector<int> order = perturbation_order(map, hw, positive);
   out.positive = positive;

@@ -44,18 +44,22 @@ struct PerturbationWork {
 using PerturbationStepFn = std::function<void(int step, const Image& x)>;
 
 // What perturbation_curve has run for one input, kept by its caller beside that input (the wasm
-// API's Input): per direction the map and the logits of the steps done. A call for the same input,
-// map (bit for bit) and direction goes on from the first step not done, so that a test stopped by
-// `on_step` (the page withdraws it for a view's request) loses at most the forward pass in
-// progress; the steps done are not run again but still reach `on_step`, their perturbed inputs
-// formed again. Another map replaces that direction's. 2 · (H·W floats + 10 logits).
+// API's Input): the logits of the steps done for its last few maps and directions. A call for the
+// same input, map (bit for bit) and direction goes on from the first step not done, so that a test
+// stopped by `on_step` (the page withdraws it for a view's request) loses at most the forward pass
+// in progress, and a map tested again (the comparison view's figures of the map the live curve
+// showed) runs none; the steps done are not run again but still reach `on_step`, their perturbed
+// inputs formed again. The least recently used of `capacity` entries is replaced; each holds H·W
+// floats and 10 logits.
 struct PerturbationKept {
-  struct Direction {
+  struct Steps {
+    bool positive = true;
     std::vector<float> map;  // (H·W)
     int done = 0;            // steps [0, done) have their logits (step 0: the clean input's)
     std::array<Vec, perturbation_steps> logits;
   };
-  Direction positive, negative;
+  static constexpr size_t capacity = 4;
+  std::vector<Steps> entries;  // the most recently used last
 };
 
 // Runs the test on `clean` (the model's normalised C×H×W input, whose logits are `clean_logits`)
