@@ -63,7 +63,8 @@ ImageHeadRanking image_head_ranking(const Model& m, const Trace& tr, int target,
 // `original` (−1: it never changes). target −1: the unpruned prediction. The blocks below the
 // block of the k-th head are those of step k − 1, so step k runs only the blocks from there up
 // (the values equal a forward pass with the whole mask: tested). `progress` (may be empty) is
-// called after each step with the fraction done; returning false throws Error(cancelled).
+// called after each step run (not after the steps read from `kept`, below) with the fraction of the
+// curve done; returning false throws Error(cancelled).
 // Throws Error(bad_argument) for a head out of range or named twice, or a target out of range.
 struct ImagePruningCurve {
   int target = -1;
