@@ -305,6 +305,16 @@ TEST_CASE("one image's pruning curve goes on from the steps it keeps, the same b
   CHECK(reports.empty());
   same(image_pruning_curve(m, x, first5, -1, count, &kept), image_pruning_curve(m, x, first5));
   CHECK(reports.size() == 5);
+  // Every head on (an empty order) reads the most recently used entry and leaves the order of the
+  // entries as it was.
+  const std::vector<std::vector<int>> orders_before = [&] {
+    std::vector<std::vector<int>> o;
+    for (const PruningKept::Steps& e : kept.entries) o.push_back(e.order);
+    return o;
+  }();
+  same(image_pruning_curve(m, x, {}, -1, {}, &kept), image_pruning_curve(m, x, {}));
+  REQUIRE(kept.entries.size() == orders_before.size());
+  for (size_t i = 0; i < orders_before.size(); ++i) CHECK(kept.entries[i].order == orders_before[i]);
 }
 
 TEST_CASE("one image's pruning curve matches the float64 reference", "[heads]") {

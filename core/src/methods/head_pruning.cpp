@@ -145,13 +145,14 @@ ImageHeadRanking image_head_ranking(const Model& m, const Trace& tr, int target,
 namespace {
 
 // The kept steps a curve of `order` starts from (PruningKept): an entry whose steps `order` begins
-// with, or that begin with all of `order`; the one with most steps in common. Null when none.
+// with, or that begin with all of `order`; the one with most steps in common, of those the most
+// recently used. Null when none.
 PruningKept::Steps* kept_start(PruningKept& kept, const std::vector<int>& order) {
   PruningKept::Steps* best = nullptr;
-  for (PruningKept::Steps& e : kept.entries) {
-    const size_t common = std::min(e.order.size(), order.size());
-    if (!std::equal(order.begin(), order.begin() + ptrdiff_t(common), e.order.begin())) continue;
-    if (!best || common > std::min(best->order.size(), order.size())) best = &e;
+  for (auto e = kept.entries.rbegin(); e != kept.entries.rend(); ++e) {
+    const size_t common = std::min(e->order.size(), order.size());
+    if (!std::equal(order.begin(), order.begin() + ptrdiff_t(common), e->order.begin())) continue;
+    if (!best || common > std::min(best->order.size(), order.size())) best = &*e;
   }
   return best;
 }
