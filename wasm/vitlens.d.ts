@@ -484,8 +484,8 @@ export interface Input {
    * given twice ...". Its forward pass is reused, and the backward and relevance passes too while
    * the target (and the rule set) stays the same. norm-based keeps its finished blocks, attattr
    * its finished units (for the last target and steps, shared with attrTree, headScores and the
-   * attattr ranking of pruningCurve), integrated-gradients and smoothgrad their running sum (for
-   * the last target and options): asked again after a cancel, they go on from there, and what
+   * attattr ranking of pruningCurve), integrated-gradients and smoothgrad their running sums (for
+   * the last two targets and option sets): asked again after a cancel, they go on from there, and what
    * they have already is not reported to onProgress again.
    * Both arguments are required (Embind checks the count): pass {} for the defaults.
    * Throws "bad_argument: ..." for an unknown method or an option out of range.

@@ -324,8 +324,9 @@ TEST_CASE("long methods report monotone progress and stop when asked", "[gradien
 
 // A stopped run keeps its sum in the input's state (ExplainState::sampled) and goes on from its next
 // unit when asked again with the same options: the same maps and completeness, bit for bit, as one
-// uninterrupted run, on any thread count; complete, it computes nothing; other options (or a new
-// input) start anew.
+// uninterrupted run, on any thread count; complete, it computes nothing; other options start anew
+// beside it (the state keeps two option sets), a third replaces the least recently used, and a new
+// input forgets them.
 TEST_CASE("IG and smoothgrad: a stopped run goes on from its next unit", "[gradient]") {
   GradCase c = load_grad_case("gray");
   for (const LongCase& k : long_cases) {
@@ -339,7 +340,8 @@ TEST_CASE("IG and smoothgrad: a stopped run goes on from its next unit", "[gradi
     MethodOptions stop = opt;
     stop.progress = [&calls](double) { return ++calls < 3; };
     CHECK_THROWS_AS(explain(c.model, st, k.method, stop), Error);
-    const int next = st.sampled.next;
+    REQUIRE(st.sampled.size() == 1);
+    const int next = st.sampled.back().next;
     CHECK(next < units);
     if (k.inner.empty()) CHECK(next == 3);  // the third unit's report stopped it, after its sum
     std::vector<double> seen;
@@ -359,16 +361,27 @@ TEST_CASE("IG and smoothgrad: a stopped run goes on from its next unit", "[gradi
     REQUIRE(!seen.empty());
     // from its next unit (a wrapped IG reports its own steps when one worker runs the copies)
     if (k.inner != "integrated-gradients") CHECK(seen.front() == double(next + 1) / units);
-    CHECK(st.sampled.next == units);
+    CHECK(st.sampled.back().next == units);
     seen.clear();
     same(explain(c.model, st, k.method, go));  // complete: nothing computed
     CHECK(seen.empty());
-    go.seed = 4;
-    go.quadrature = Quadrature::right;
-    explain(c.model, st, k.method, go);  // other options: computed anew
+    MethodOptions other = go;
+    other.seed = 4;
+    other.quadrature = Quadrature::right;
+    explain(c.model, st, k.method, other);  // other options: computed anew, beside the first
     CHECK(seen.size() >= size_t(units));
+    seen.clear();
+    same(explain(c.model, st, k.method, go));  // the first options' sum is still kept
+    CHECK(seen.empty());
+    MethodOptions third = other;
+    third.seed = 5;
+    explain(c.model, st, k.method, third);  // replaces the least recently used: `other`'s
+    CHECK(st.sampled.size() == ExplainState::kSampledKept);
+    seen.clear();
+    same(explain(c.model, st, k.method, go));
+    CHECK(seen.empty());
     st.set_input(c.model, c.input);
-    CHECK(st.sampled.next == 0);
+    CHECK(st.sampled.empty());
   }
 }
 

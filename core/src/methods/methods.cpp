@@ -376,7 +376,7 @@ void ExplainState::clear_derived() {
   attnlrp.target = -1;
   norm.clear();
   attattr = AttAttrSums{};
-  sampled = UnitSums{};
+  sampled.clear();
 }
 
 Explanation explain(const Model& m, const Image& x, const std::string& method, const MethodOptions& opt) {

@@ -69,9 +69,10 @@ void for_each_unit(int first, int n, int workers, const ProgressFn& progress, co
   }
 }
 
-// The running sum of `method` that `st` keeps (ExplainState::sampled), or `size` zeros when it
-// keeps another method's, target's or options' (or none). The key holds every option of the
-// registry, not only the method's: smoothgrad's wrapped method reads others.
+// The running sum of `method` for these options that `st` keeps (ExplainState::sampled), moved to
+// the end (the most recently used); else a new one of `size` zeros, in place of the least recently
+// used when the state keeps kSampledKept. The key holds every option of the registry, not only
+// the method's: smoothgrad's wrapped method reads others.
 UnitSums& kept_sums(ExplainState& st, const char* method, const MethodOptions& opt, int target, size_t size) {
   std::string key = std::string(method) + " target=" + std::to_string(target);
   std::vector<std::vector<float>> images;
@@ -92,14 +93,20 @@ UnitSums& kept_sums(ExplainState& st, const char* method, const MethodOptions& o
       key += v;
     }
   }
-  UnitSums& u = st.sampled;
-  if (u.key != key || u.images != images || u.sums.size() != size) {
-    u.key = std::move(key);
-    u.images = std::move(images);
-    u.next = 0;
-    u.sums.assign(size, 0.0);
+  std::vector<UnitSums>& kept = st.sampled;
+  auto it = std::find_if(kept.begin(), kept.end(),
+                         [&](const UnitSums& u) { return u.key == key && u.images == images && u.sums.size() == size; });
+  if (it != kept.end()) {
+    std::rotate(it, it + 1, kept.end());
+    return kept.back();
   }
-  return u;
+  if (kept.size() >= ExplainState::kSampledKept) kept.erase(kept.begin());
+  UnitSums u;
+  u.key = std::move(key);
+  u.images = std::move(images);
+  u.sums.assign(size, 0.0);
+  kept.push_back(std::move(u));
+  return kept.back();
 }
 
 // Workers a batch really has (per-worker traces are allocated for each): never more than there

@@ -224,9 +224,12 @@ struct ExplainState {
   // share one computation. (L) × (n, d) and a unit or two per thread: 1.8 MB at DeiT-tiny's shape,
   // 7.3 MB at ViT-B/16's.
   AttAttrSums attattr;
-  // integrated-gradients' or smoothgrad's sum for the last options asked for: a stopped one goes
-  // on from its next unit (C·H·W doubles for integrated-gradients, H·W + grid for smoothgrad).
-  UnitSums sampled;
+  // integrated-gradients' and smoothgrad's sums for the last kSampledKept option sets asked for,
+  // the most recently used last: a stopped one goes on from its next unit, and two callers with
+  // different options (the page's grid and its main view) do not replace each other's (C·H·W
+  // doubles each for integrated-gradients, H·W + grid for smoothgrad).
+  static constexpr size_t kSampledKept = 2;
+  std::vector<UnitSums> sampled;
 
   // Runs the forward pass of x, with the heads `head_mask` switches off (L·H values 0 or 1, flat
   // index l·H + h; empty = all on), and forgets everything derived from a previous input. With
