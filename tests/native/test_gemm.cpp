@@ -430,9 +430,17 @@ TEMPLATE_TEST_CASE("gemm throughput on the ViT's shapes", "[.][gemm-bench]", flo
       {Layout::nt, 65, 96, 96, 0, 0, 0, 1.0f, 0.0f},        // proj
       {Layout::nt, 65, 192, 96, 0, 0, 0, 1.0f, 0.0f},       // fc1
       {Layout::nn, 65, 96, 192, 0, 0, 0, 1.0f, 0.0f},       // dx = dy·W (fc1)
+      // ViT-B/16: 197 tokens, width 768, 12 heads of 64, MLP 3072
+      {Layout::nt, 197, 2304, 768, 0, 0, 0, 1.0f, 0.0f},    // qkv
+      {Layout::nt, 197, 197, 64, 2240, 2240, 0, 0.125f, 0.0f},  // q·kᵀ
+      {Layout::nt, 197, 768, 768, 0, 0, 0, 1.0f, 0.0f},     // proj
+      {Layout::nt, 197, 3072, 768, 0, 0, 0, 1.0f, 0.0f},    // fc1
+      {Layout::nt, 197, 768, 3072, 0, 0, 0, 1.0f, 0.0f},    // fc2
+      {Layout::nn, 197, 768, 3072, 0, 0, 0, 1.0f, 0.0f},    // dx = dy·W (fc2)
   };
   const char* names[] = {"patch", "qkv", "q.kT", "A.v", "proj", "fc1", "fc2", "dy.W", "dyT.x",
-                         "s.qkv", "s.q.kT", "s.A.v", "s.proj", "s.fc1", "s.dy.W"};
+                         "s.qkv", "s.q.kT", "s.A.v", "s.proj", "s.fc1", "s.dy.W",
+                         "b.qkv", "b.q.kT", "b.proj", "b.fc1", "b.fc2", "b.dy.W"};
   using Stride = Eigen::OuterStride<>;
   using Matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using ConstMap = Eigen::Map<const Matrix, 0, Stride>;
