@@ -9,6 +9,7 @@
 #include "vitlens/layers/layers.h"
 #include "vitlens/model/block.h"
 #include "vitlens/tensor/error.h"
+#include "vitlens/tensor/recent.h"
 
 namespace vitlens {
 
@@ -146,13 +147,18 @@ namespace {
 
 // The kept steps a curve of `order` starts from (PruningKept): an entry whose steps `order` begins
 // with, or that begin with all of `order`; the one with most steps in common, of those the most
-// recently used. Null when none.
-PruningKept::Steps* kept_start(PruningKept& kept, const std::vector<int>& order) {
-  PruningKept::Steps* best = nullptr;
-  for (auto e = kept.entries.rbegin(); e != kept.entries.rend(); ++e) {
+// recently used. end() when none.
+std::vector<PruningKept::Steps>::iterator kept_start(PruningKept& kept, const std::vector<int>& order) {
+  auto best = kept.entries.end();
+  size_t best_common = 0;
+  for (auto e = kept.entries.end(); e != kept.entries.begin();) {
+    --e;
     const size_t common = std::min(e->order.size(), order.size());
     if (!std::equal(order.begin(), order.begin() + ptrdiff_t(common), e->order.begin())) continue;
-    if (!best || common > std::min(best->order.size(), order.size())) best = &*e;
+    if (best == kept.entries.end() || common > best_common) {
+      best = e;
+      best_common = common;
+    }
   }
   return best;
 }
@@ -170,16 +176,10 @@ ImagePruningCurve image_pruning_curve(const Model& m, const Image& x, const std:
                                              std::to_string(c.classes) + " classes");
   PruningKept local;
   if (!kept) kept = &local;
-  // The entry this curve reads and, when `order` goes beyond its steps, extends (moved to the end:
-  // the most recently used); a new one when none starts it.
-  PruningKept::Steps* start = kept_start(*kept, order);
-  if (start) {
-    std::rotate(start, start + 1, kept->entries.data() + kept->entries.size());
-  } else {
-    if (kept->entries.size() >= PruningKept::capacity) kept->entries.erase(kept->entries.begin());
-    kept->entries.emplace_back();
-  }
-  PruningKept::Steps& e = kept->entries.back();
+  // The entry this curve reads and, when `order` goes beyond its steps, extends (now the most
+  // recently used: entries.back()); a new one when none starts it.
+  PruningKept::Steps& e = use_recent(kept->entries, kept_start(*kept, order), PruningKept::capacity,
+                                     [] { return PruningKept::Steps(); });
   if (e.logits.empty()) {
     Trace tr;
     vit_logits(tr, m, x);  // every head on; the last block formed for the head's rows only

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "methods_internal.h"
+#include "vitlens/tensor/recent.h"
 #include "vitlens/tensor/error.h"
 #include "vitlens/tensor/parallel.h"
 
@@ -94,19 +95,15 @@ UnitSums& kept_sums(ExplainState& st, const char* method, const MethodOptions& o
     }
   }
   std::vector<UnitSums>& kept = st.sampled;
-  auto it = std::find_if(kept.begin(), kept.end(),
-                         [&](const UnitSums& u) { return u.key == key && u.images == images && u.sums.size() == size; });
-  if (it != kept.end()) {
-    std::rotate(it, it + 1, kept.end());
-    return kept.back();
-  }
-  if (kept.size() >= ExplainState::kSampledKept) kept.erase(kept.begin());
-  UnitSums u;
-  u.key = std::move(key);
-  u.images = std::move(images);
-  u.sums.assign(size, 0.0);
-  kept.push_back(std::move(u));
-  return kept.back();
+  auto found = std::find_if(kept.begin(), kept.end(),
+                            [&](const UnitSums& u) { return u.key == key && u.images == images && u.sums.size() == size; });
+  return use_recent(kept, found, ExplainState::kSampledKept, [&] {
+    UnitSums u;
+    u.key = std::move(key);
+    u.images = std::move(images);
+    u.sums.assign(size, 0.0);
+    return u;
+  });
 }
 
 // Workers a batch really has (per-worker traces are allocated for each): never more than there

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "vitlens/tensor/error.h"
+#include "vitlens/tensor/recent.h"
 
 namespace vitlens {
 
@@ -26,26 +27,20 @@ std::vector<float> perturbation_fill(const Config& c) {
 
 namespace {
 
-// The kept entry of `map` and `positive`, moved to the end (the most recently used); a new one
-// when there is none, in place of the least recently used when the entries are at capacity.
+// The kept entry of `map` and `positive`, now the most recently used; a new one when there is
+// none (use_recent).
 PerturbationKept::Steps& kept_steps(PerturbationKept& kept, const float* map, int map_size, bool positive) {
-  std::vector<PerturbationKept::Steps>& es = kept.entries;
-  auto same = [&](const PerturbationKept::Steps& e) {
+  auto found = std::find_if(kept.entries.begin(), kept.entries.end(), [&](const PerturbationKept::Steps& e) {
     return e.positive == positive && e.map.size() == size_t(map_size) &&
            std::memcmp(e.map.data(), map, sizeof(float) * size_t(map_size)) == 0;
-  };
-  auto it = std::find_if(es.begin(), es.end(), same);
-  if (it != es.end()) {
-    std::rotate(it, it + 1, es.end());
-    return es.back();
-  }
-  if (es.size() >= PerturbationKept::capacity) es.erase(es.begin());
-  PerturbationKept::Steps e;
-  e.positive = positive;
-  e.map.assign(map, map + map_size);
-  e.done = 1;
-  es.push_back(std::move(e));
-  return es.back();
+  });
+  return use_recent(kept.entries, found, PerturbationKept::capacity, [&] {
+    PerturbationKept::Steps e;
+    e.positive = positive;
+    e.map.assign(map, map + map_size);
+    e.done = 1;
+    return e;
+  });
 }
 
 }  // namespace

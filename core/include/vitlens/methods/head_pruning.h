@@ -88,7 +88,7 @@ struct PruningKept {
   struct Steps {
     std::vector<int> order;   // (k) the heads switched off so far
     std::vector<Vec> logits;  // (k + 1) the logits after each step (0: every head on)
-    std::vector<Mat> xs;      // (L + 1) the blocks' inputs under those k heads off (pruning.cpp)
+    std::vector<Mat> xs;      // (L + 1) the blocks' inputs under those k heads off (head_pruning.cpp)
   };
   static constexpr size_t capacity = 3;
   std::vector<Steps> entries;  // the most recently used last
