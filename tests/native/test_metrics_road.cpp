@@ -3,6 +3,7 @@
 // statistics and determinism, and the ROAD curve of a small random model.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -96,6 +97,50 @@ TEST_CASE("ROAD imputation matches an independent solve on a 6×7 mask", "[metri
   for (const auto& [p, v] : want) CHECK(double(x.data[size_t(p)]) == Approx(v).margin(2e-7));  // float storage
   for (int p = 0; p < h * w; ++p)
     if (!removed[size_t(p)]) CHECK(x.data[size_t(p)] == before.data[size_t(p)]);
+}
+
+TEST_CASE("ROAD imputation on an image large enough to be dissected: each removed pixel is its neighbours' mean", "[metrics][road]") {
+  // road_impute numbers the unknowns by nested dissection (leaves of ≤ 64 pixels, middle lines
+  // last), which the small masks above never split. Here a 41×58 image (split along both sides,
+  // several levels deep) loses ~70 % of its pixels: a disc, whole lines through the middle row and
+  // column (the first separators) reaching the borders, and a scatter; every removed pixel must then
+  // equal the weighted mean of its in-image 8-neighbours (1/6 direct, 1/12 diagonal), i.e. the
+  // system holds row by row, checked in double from the stored floats.
+  const int h = 41, w = 58, hw = h * w;
+  Image x(3, h, w);
+  std::vector<uint8_t> removed(size_t(hw), 0);
+  for (int y = 0; y < h; ++y)
+    for (int c = 0; c < w; ++c) {
+      for (int ch = 0; ch < 3; ++ch) x.at(ch, y, c) = std::sin(0.37f * float(y * (ch + 1)) + 0.11f * float(c)) + 0.3f * float(ch);
+      const int dy = y - 17, dx = c - 30;
+      removed[size_t(y * w + c)] = dy * dy + dx * dx < 15 * 15 || y == h / 2 || c == w / 2 || (y * 31 + c * 17) % 10 < 4;
+    }
+  int count = 0;
+  for (uint8_t r : removed) count += r;
+  REQUIRE(count > hw / 2);
+  REQUIRE(count < hw);
+  const Image before = x;
+  road_impute(x, removed.data(), {}, 0);
+  static const int dy[8] = {-1, 1, 0, 0, -1, -1, 1, 1}, dx[8] = {0, 0, -1, 1, -1, 1, -1, 1};
+  static const double wt[8] = {1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 6, 1.0 / 12, 1.0 / 12, 1.0 / 12, 1.0 / 12};
+  double worst = 0.0;
+  for (int ch = 0; ch < 3; ++ch)
+    for (int y = 0; y < h; ++y)
+      for (int c = 0; c < w; ++c) {
+        if (!removed[size_t(y * w + c)]) {
+          REQUIRE(x.at(ch, y, c) == before.at(ch, y, c));
+          continue;
+        }
+        double sum = 0.0, weight = 0.0;
+        for (int k = 0; k < 8; ++k) {
+          const int qy = y + dy[k], qx = c + dx[k];
+          if (qy < 0 || qy >= h || qx < 0 || qx >= w) continue;
+          sum += wt[k] * double(x.at(ch, qy, qx));
+          weight += wt[k];
+        }
+        worst = std::max(worst, std::abs(double(x.at(ch, y, c)) - sum / weight));
+      }
+  CHECK(worst <= 1e-6);  // values of order 1 stored in float
 }
 
 TEST_CASE("ROAD imputation: channels solved alike, nothing or everything removed", "[metrics][road]") {
