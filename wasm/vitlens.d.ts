@@ -506,14 +506,15 @@ export interface Input {
   /** The perturbation test of `map` (H×W at the model's input size). Throws "bad_shape: ..." for another size,
    * "bad_argument: unknown option ..." for another key. onProgress(fraction) is called after each of the 9
    * forward passes; returning false stops the test with "cancelled: ...". The input keeps the steps
-   * of its last four maps and directions: a stopped test of the same map goes on from the step it was
-   * in, and faithfulness() reads them too. */
+   * of its last eight maps, directions and fills (ROAD's with faithfulness()): a stopped test of the
+   * same map goes on from the step it was in, and faithfulness() reads them too. */
   perturbation(map: Float32Array, options: { positive?: boolean; target?: number; inputs?: boolean; onProgress?: (fraction: number) => boolean | void }): PerturbationCurve;
   /**
    * Every faithfulness figure of `map` (H×W at the input's size) for one class: the perturbation
    * test and ROAD in both orders, their SRGs, and with a mask the relevance mass and rank accuracy,
-   * the pointing game, the segmentation test and the class share. The perturbation test reads and
-   * extends the steps the input keeps (see perturbation). Throws "bad_shape: ..." for a map or mask
+   * the pointing game, the segmentation test and the class share. The perturbation test and ROAD
+   * read and extend the steps the input keeps (see perturbation): figures stopped by onProgress go
+   * on from the step they were in when asked again with the same map, noise and seed. Throws "bad_shape: ..." for a map or mask
    * of another size, "bad_argument: ..." for an unknown option or class.
    */
   faithfulness(map: Float32Array, options: FaithfulnessOptions): Faithfulness;

@@ -195,12 +195,20 @@ TEST_CASE("perturbation_curve goes on from the steps it keeps, the same bit for 
     REQUIRE(steps_of(other, positive));
     CHECK(steps_of(f.map, positive));
   }
-  CHECK(kept.entries.size() == PerturbationKept::capacity);
-  // A fifth entry replaces the least recently used (the first map's positive one).
-  std::vector<float> third = f.map;
-  third[1] -= 1.0f;
+  REQUIRE(kept.entries.size() == 4);
+  // Filled up with other maps, one entry more replaces the least recently used (the first map's
+  // positive one).
   PerturbationWork w;
   PerturbationCurve c;
+  for (size_t e = kept.entries.size(); e < PerturbationKept::capacity; ++e) {
+    std::vector<float> more = f.map;
+    more[2] += float(e);
+    perturbation_curve(c, w, f.m, f.x, f.logits, more.data(), f.hw, false, {}, &kept);
+  }
+  CHECK(kept.entries.size() == PerturbationKept::capacity);
+  CHECK(steps_of(f.map, true));
+  std::vector<float> third = f.map;
+  third[1] -= 1.0f;
   perturbation_curve(c, w, f.m, f.x, f.logits, third.data(), f.hw, true, {}, &kept);
   CHECK(kept.entries.size() == PerturbationKept::capacity);
   CHECK_FALSE(steps_of(f.map, true));
@@ -228,6 +236,85 @@ TEST_CASE("perturbation_curve goes on from the steps it keeps, the same bit for 
     CHECK(read.black_curves[d].prob == run.black_curves[d].prob);
   }
   CHECK(read.srg_black == run.srg_black);
+}
+
+TEST_CASE("road_curve goes on from the steps it keeps, apart from the black fill's and per noise", "[metrics][map_faithfulness][road]") {
+  const Fixture f;
+  RoadOptions ro;
+  ro.seed = 7;
+  PerturbationKept kept;
+  auto steps_of = [&](bool positive, const PerturbationFill& fill) -> PerturbationKept::Steps* {
+    for (PerturbationKept::Steps& e : kept.entries)
+      if (e.positive == positive && e.fill == fill && e.map == f.map) return &e;
+    return nullptr;
+  };
+  const PerturbationFill road{true, ro.noise, ro.seed};
+  for (bool positive : {true, false}) {
+    INFO(positive);
+    PerturbationWork w;
+    PerturbationCurve whole;
+    road_curve(whole, w, f.m, f.x, f.logits, f.map.data(), f.hw, positive, ro);
+
+    // Stopped at step 4, after its forward pass.
+    PerturbationCurve part;
+    CHECK_THROWS_AS(road_curve(part, w, f.m, f.x, f.logits, f.map.data(), f.hw, positive, ro,
+                               [](int s, const Image&) {
+                                 if (s == 4) throw Error(ErrorCode::cancelled, "stopped");
+                               },
+                               &kept),
+                    Error);
+    PerturbationKept::Steps* k = steps_of(positive, road);
+    REQUIRE(k);
+    CHECK(k->done == 5);
+    CHECK_FALSE(steps_of(positive, PerturbationFill{}));
+    // Asked again: steps 1 … 4 are read, not imputed nor run (a logit marked in the kept step 3
+    // comes back; on_step gets them without an image), steps 5 … 9 run as in the whole curve.
+    k->logits[3][0] = 1234.5f;
+    PerturbationCurve resumed;
+    std::vector<size_t> sizes;
+    road_curve(resumed, w, f.m, f.x, f.logits, f.map.data(), f.hw, positive, ro,
+               [&](int, const Image& x) { sizes.push_back(x.data.size()); }, &kept);
+    CHECK(resumed.logits[3][0] == 1234.5f);
+    const size_t full = f.x.data.size();
+    CHECK(sizes == std::vector<size_t>{full, 0, 0, 0, 0, full, full, full, full, full});
+    k = steps_of(positive, road);
+    resumed.logits[3] = k->logits[3] = whole.logits[3];
+    CHECK(resumed.removed == whole.removed);
+    for (size_t s = 0; s < size_t(perturbation_steps); ++s) CHECK(resumed.logits[s] == whole.logits[s]);
+    CHECK(k->done == perturbation_steps);
+
+    // Another seed is another curve: an entry of its own, run anew.
+    RoadOptions other = ro;
+    other.seed = 8;
+    PerturbationCurve fresh, anew;
+    road_curve(fresh, w, f.m, f.x, f.logits, f.map.data(), f.hw, positive, other);
+    road_curve(anew, w, f.m, f.x, f.logits, f.map.data(), f.hw, positive, other, {}, &kept);
+    for (size_t s = 0; s < size_t(perturbation_steps); ++s) CHECK(anew.logits[s] == fresh.logits[s]);
+    CHECK(steps_of(positive, PerturbationFill{true, ro.noise, 8}));
+    CHECK(steps_of(positive, road));
+  }
+
+  // map_faithfulness reads ROAD's kept steps as it reads the black fill's.
+  MapFaithfulnessOptions o;
+  o.cls = 1;
+  o.black = false;
+  o.road = true;
+  o.road_options = ro;
+  o.kept = &kept;
+  steps_of(false, road)->logits[6][1] = 1234.5f;
+  PerturbationWork w;
+  MapFaithfulness read, run;
+  int passes = 0;
+  o.progress = [&](double) { return ++passes > 0; };
+  map_faithfulness(read, w, f.m, f.x, f.logits, f.map.data(), f.hw, o);
+  CHECK(read.road_curves[1].curve.logits[6][1] == 1234.5f);
+  CHECK(passes == 2 * (perturbation_steps - 1));  // progress still counts the steps read
+  o.kept = nullptr;
+  map_faithfulness(run, w, f.m, f.x, f.logits, f.map.data(), f.hw, o);
+  CHECK(run.road_curves[1].curve.logits[6][1] != 1234.5f);
+  for (size_t s = 0; s < size_t(perturbation_steps); ++s)
+    if (s != 6) CHECK(read.road_curves[1].curve.logits[s] == run.road_curves[1].curve.logits[s]);
+  for (size_t s = 0; s < size_t(perturbation_steps); ++s) CHECK(read.road_curves[0].curve.logits[s] == run.road_curves[0].curve.logits[s]);
 }
 
 TEST_CASE("map_faithfulness: hand-worked values", "[metrics][map_faithfulness]") {

@@ -178,6 +178,20 @@ test('Input.faithfulness: options, sizes, progress and cancel', async () => {
     } finally {
       y.delete();
     }
+    // ROAD stopped after 13 of its 18 passes (the second order's 4th), asked again: it goes on from the
+    // steps kept, still reports every pass, and gives a new input's figures.
+    const roadOnly = { black: false, road: true, roadSeed: 5 };
+    calls = 0;
+    assert.throws(() => x.faithfulness(other, { ...roadOnly, onProgress: () => ++calls < 13 }), /^Error: cancelled: /);
+    const resumed = [];
+    const again = x.faithfulness(other, { ...roadOnly, onProgress: (f) => { resumed.push(f); } });
+    assert.equal(resumed.length, 18);
+    const z = preparePng(vl, model, path.join(gallery, 'scene_0000.png'));
+    try {
+      assert.deepEqual(again, z.faithfulness(other, roadOnly));
+    } finally {
+      z.delete();
+    }
     assert.throws(() => x.faithfulness(map, { bogus: 1 }), /bad_argument: unknown option 'bogus' \(faithfulness takes target, black, road/);
     assert.throws(() => x.faithfulness(map, { target: classes }), /bad_argument: target class/);
     assert.throws(() => x.faithfulness(new Float32Array(5), {}), /^Error: bad_shape: the map has 5 values/);

@@ -80,7 +80,7 @@ void map_faithfulness(MapFaithfulness& out, PerturbationWork& w, const Model& m,
     out.road = true;
     for (int d = 0; d < 2; ++d) {
       FaithfulnessCurve& fc = out.road_curves[size_t(d)];
-      road_curve(fc.curve, w, m, clean, clean_logits, map, map_size, d == 0, opt.road_options, on_step);
+      road_curve(fc.curve, w, m, clean, clean_logits, map, map_size, d == 0, opt.road_options, on_step, opt.kept);
       score_curve(fc, c, opt.cls);
     }
     out.srg_road = symmetric_relevance_gain(out.road_curves[1].prob, out.road_curves[0].prob);

@@ -25,25 +25,21 @@ std::vector<float> perturbation_fill(const Config& c) {
   return fill;
 }
 
-namespace {
-
-// The kept entry of `map` and `positive`, now the most recently used; a new one when there is
-// none (use_recent).
-PerturbationKept::Steps& kept_steps(PerturbationKept& kept, const float* map, int map_size, bool positive) {
+PerturbationKept::Steps& perturbation_kept_steps(PerturbationKept& kept, const float* map, int map_size, bool positive,
+                                                 const PerturbationFill& fill) {
   auto found = std::find_if(kept.entries.begin(), kept.entries.end(), [&](const PerturbationKept::Steps& e) {
-    return e.positive == positive && e.map.size() == size_t(map_size) &&
+    return e.positive == positive && e.fill == fill && e.map.size() == size_t(map_size) &&
            std::memcmp(e.map.data(), map, sizeof(float) * size_t(map_size)) == 0;
   });
   return use_recent(kept.entries, found, PerturbationKept::capacity, [&] {
     PerturbationKept::Steps e;
     e.positive = positive;
+    e.fill = fill;
     e.map.assign(map, map + map_size);
     e.done = 1;
     return e;
   });
 }
-
-}  // namespace
 
 void perturbation_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
                         const Vec& clean_logits, const float* map, int map_size, bool positive,
@@ -58,7 +54,7 @@ void perturbation_curve(PerturbationCurve& out, PerturbationWork& w, const Model
                                           std::to_string(c.image_h) + "×" + std::to_string(c.image_w) +
                                           " (the model's input size)");
   PerturbationKept::Steps* k = nullptr;  // this map's and direction's steps done, if kept
-  if (kept) k = &kept_steps(*kept, map, map_size, positive);
+  if (kept) k = &perturbation_kept_steps(*kept, map, map_size, positive, PerturbationFill{});
   const std::vector<float> fill = perturbation_fill(c);
   const std::vector<int> order = perturbation_order(map, hw, positive);
   out.positive = positive;

@@ -139,7 +139,7 @@ void road_impute(Image& x, const uint8_t* removed, const std::vector<double>& no
 
 void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
                 const Vec& clean_logits, const float* map, int map_size, bool positive, const RoadOptions& opt,
-                const PerturbationStepFn& on_step) {
+                const PerturbationStepFn& on_step, PerturbationKept* kept) {
   const Config& c = m.config;
   const int hw = c.image_h * c.image_w;
   if (clean.c != c.channels || clean.h != c.image_h || clean.w != c.image_w)
@@ -151,6 +151,8 @@ void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, con
                                           " (the model's input size)");
   if (!(opt.noise >= 0.0) || !std::isfinite(opt.noise))
     throw Error(ErrorCode::bad_argument, "the ROAD noise σ must be finite and ≥ 0 (0.01 in the authors' code)");
+  PerturbationKept::Steps* k = nullptr;  // this map's, direction's and noise's steps done, if kept
+  if (kept) k = &perturbation_kept_steps(*kept, map, map_size, positive, PerturbationFill{true, opt.noise, opt.seed});
   const std::vector<double> noise = road_noise_scale(c, opt.noise);
   const std::vector<int> order = perturbation_order(map, hw, positive);
   std::vector<uint8_t> removed(size_t(hw), 0);
@@ -159,14 +161,24 @@ void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, con
   out.logits[0] = clean_logits;
   if (on_step) on_step(0, clean);
   int k_prev = 0;
+  const Image none;
   for (int s = 1; s < perturbation_steps; ++s) {
-    const int k = perturbation_count(hw, s);
-    for (; k_prev < k; ++k_prev) removed[size_t(order[size_t(k_prev)])] = 1;
+    const int count = perturbation_count(hw, s);
+    for (; k_prev < count; ++k_prev) removed[size_t(order[size_t(k_prev)])] = 1;
+    out.removed[size_t(s)] = count;
+    if (k && s < k->done) {
+      out.logits[size_t(s)] = k->logits[size_t(s)];
+      if (on_step) on_step(s, none);
+      continue;
+    }
     w.x = clean;  // the imputation of each step starts from the clean image
     road_impute(w.x, removed.data(), noise, opt.seed);
     vit_logits(w.tr, m, w.x);
-    out.removed[size_t(s)] = k;
     out.logits[size_t(s)] = w.tr.logits;
+    if (k) {
+      k->logits[size_t(s)] = w.tr.logits;
+      k->done = s + 1;
+    }
     if (on_step) on_step(s, w.x);
   }
 }

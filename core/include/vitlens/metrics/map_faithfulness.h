@@ -36,7 +36,7 @@ struct MapFaithfulnessOptions {
   const uint8_t* mask = nullptr;   // (H·W) the explained object, 1 = object; null: no mask figures
   const uint8_t* other = nullptr;  // (H·W) a second object of another class (class_share); may be null
   FaithfulnessProgressFn progress;
-  PerturbationKept* kept = nullptr;  // the input's kept perturbation steps (perturbation.h); may be null
+  PerturbationKept* kept = nullptr;  // the input's kept perturbation and ROAD steps (perturbation.h); may be null
 };
 
 // One order of one fill: the model's logits per step and what they score for the explained class.

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -43,24 +44,41 @@ struct PerturbationWork {
 // Called with each step's perturbed input (step 0: the clean input), e.g. to show it.
 using PerturbationStepFn = std::function<void(int step, const Image& x)>;
 
-// What perturbation_curve has run for one input, kept by its caller beside that input (the wasm
-// API's Input): the logits of the steps done for its last few maps and directions. A call for the
-// same input, map (bit for bit) and direction goes on from the first step not done, so that a test
-// stopped by `on_step` (the page withdraws it for a view's request) loses at most the forward pass
-// in progress, and a map tested again (the comparison view's figures of the map the live curve
-// showed) runs none; the steps done are not run again but still reach `on_step`, their perturbed
-// inputs formed again. The least recently used of `capacity` entries is replaced; each holds H·W
-// floats and 10 logits.
+// Which copies a kept entry's steps classified: the black fill of perturbation_curve, or ROAD's
+// noisy linear imputation (road.h) with its noise σ and seed.
+struct PerturbationFill {
+  bool road = false;
+  double noise = 0.0;  // ROAD's σ in [0, 1] pixel units
+  uint64_t seed = 0;   // ROAD's noise seed
+  bool operator==(const PerturbationFill& o) const { return road == o.road && noise == o.noise && seed == o.seed; }
+};
+
+// What perturbation_curve and road_curve have run for one input, kept by their caller beside that
+// input (the wasm API's Input): the logits of the steps done for its last few maps, directions and
+// fills. A call for the same input, map (bit for bit), direction and fill goes on from the first
+// step not done, so that a test stopped by `on_step` (the page withdraws it for a view's request)
+// loses at most the forward pass in progress, and a map tested again (the comparison view's
+// figures of the map the live curve showed) runs none. The steps done are not run again but still
+// reach `on_step`: the black fill's with their perturbed inputs formed again, ROAD's with an empty
+// image (its imputation costs as much as the forward pass). The least recently used of `capacity`
+// entries is replaced; each holds H·W floats and 10 logits, and `capacity` is two maps' both
+// directions of both fills (the comparison view's figures of two maps).
 struct PerturbationKept {
   struct Steps {
     bool positive = true;
+    PerturbationFill fill;
     std::vector<float> map;  // (H·W)
     int done = 0;            // steps [0, done) have their logits (step 0: the clean input's)
     std::array<Vec, perturbation_steps> logits;
   };
-  static constexpr size_t capacity = 4;
+  static constexpr size_t capacity = 8;
   std::vector<Steps> entries;  // the most recently used last
 };
+
+// The entry of `kept` for this map (map_size floats), direction and fill, now the most recently
+// used; a new one (step 0 done) when there is none, in place of the least recently used at capacity.
+PerturbationKept::Steps& perturbation_kept_steps(PerturbationKept& kept, const float* map, int map_size, bool positive,
+                                                 const PerturbationFill& fill);
 
 // Runs the test on `clean` (the model's normalised C×H×W input, whose logits are `clean_logits`)
 // for `map`, H×W floats at the model's input size (row-major; NaN must not occur: see

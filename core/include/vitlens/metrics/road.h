@@ -65,10 +65,12 @@ std::vector<double> road_noise_scale(const Config& c, double noise);
 // `clean_logits`) for `map` (H×W floats at the model's input size), in the shape of
 // perturbation_curve: out.removed[s] = perturbation_count(n, s) pixels in perturbation_order,
 // imputed by road_impute, and the model's logits of each copy; step 0 is the clean input.
-// Throws Error(bad_shape) when the input or the map do not have the model's size.
+// Throws Error(bad_shape) when the input or the map do not have the model's size. `kept` (may be
+// null): what earlier calls on this input ran, used and extended (perturbation.h, PerturbationKept,
+// keyed by the noise σ and seed as well); its steps reach on_step with an empty image.
 void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
                 const Vec& clean_logits, const float* map, int map_size, bool positive,
-                const RoadOptions& opt = {}, const PerturbationStepFn& on_step = {});
+                const RoadOptions& opt = {}, const PerturbationStepFn& on_step = {}, PerturbationKept* kept = nullptr);
 
 // The model's probability of class `cls` at each step of a curve (the score SRG integrates), per
 // the config's output kind as output_probs computes it, in double: the softmax for a single-label
