@@ -115,6 +115,28 @@ describe('vitlens-mt.js (pthreads)', { skip }, () => {
     }
   });
 
+  test('ROAD with its two orders\' imputations side by side gives vitlens.js\'s figures, and goes on after a cancel', async () => {
+    // road_curves (road.cpp) runs a step's two sparse solves on a thread each, then the two
+    // forward passes over the pool; progress is reported on the calling thread.
+    const inputs = [setup(await loadVitlens()), setup(mt)];
+    try {
+      const [single, multi] = inputs;
+      const map = single.explain('rollout', {}).pixelMap;
+      const want = single.faithfulness(map, { road: true, black: false });
+      let calls = 0;
+      assert.throws(() => multi.faithfulness(map, { road: true, black: false, onProgress: () => ++calls < 7 }), /^Error: cancelled: /);
+      assert.equal(calls, 7);
+      const fractions = [];
+      const got = multi.faithfulness(map, { road: true, black: false, onProgress: (f) => { fractions.push(f); } });
+      assert.equal(fractions.length, 18);
+      assert.deepEqual(got, want);
+      assert.deepEqual(multi.faithfulness(map, { road: true, black: false, roadSeed: 2 }),
+                       single.faithfulness(map, { road: true, black: false, roadSeed: 2 }));
+    } finally {
+      for (const input of inputs) input.delete();
+    }
+  });
+
   test('a module made with deferThreads runs on one thread until startThreads(), then on all, alike', async (t) => {
     // As the page starts it (web/worker.js, wasm/threads.js): no Web Worker loads the engine
     // at start-up; startThreads() loads them and starts the pool's threads.

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "vitlens/metrics/faithfulness.h"
 #include "vitlens/tensor/error.h"
@@ -78,9 +79,11 @@ void map_faithfulness(MapFaithfulness& out, PerturbationWork& w, const Model& m,
   }
   if (opt.road) {
     out.road = true;
-    for (int d = 0; d < 2; ++d) {
-      FaithfulnessCurve& fc = out.road_curves[size_t(d)];
-      road_curve(fc.curve, w, m, clean, clean_logits, map, map_size, d == 0, opt.road_options, on_step, opt.kept);
+    std::array<PerturbationCurve, 2> curves;
+    road_curves(curves, w, m, clean, clean_logits, map, map_size, opt.road_options, on_step, opt.kept);
+    for (size_t d = 0; d < 2; ++d) {
+      FaithfulnessCurve& fc = out.road_curves[d];
+      fc.curve = std::move(curves[d]);
       score_curve(fc, c, opt.cls);
     }
     out.srg_road = symmetric_relevance_gain(out.road_curves[1].prob, out.road_curves[0].prob);

@@ -12,6 +12,7 @@
 
 #include "vitlens/model/vit.h"
 #include "vitlens/tensor/error.h"
+#include "vitlens/tensor/parallel.h"
 
 namespace vitlens {
 
@@ -137,50 +138,112 @@ void road_impute(Image& x, const uint8_t* removed, const std::vector<double>& no
   }
 }
 
-void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
-                const Vec& clean_logits, const float* map, int map_size, bool positive, const RoadOptions& opt,
-                const PerturbationStepFn& on_step, PerturbationKept* kept) {
+namespace {
+
+// One order of a ROAD test in progress.
+struct RoadOrder {
+  PerturbationCurve* out = nullptr;
+  bool positive = true;
+  std::vector<int> order;        // perturbation_order of the map
+  std::vector<uint8_t> removed;  // (H·W) the pixels removed at the step reached
+  int removed_count = 0;
+  int kept_done = 1;             // steps [0, kept_done) read from the kept entry
+  Image x;                       // the step's imputed copy
+};
+
+void road_check(const Model& m, const Image& clean, int map_size, const RoadOptions& opt) {
   const Config& c = m.config;
-  const int hw = c.image_h * c.image_w;
   if (clean.c != c.channels || clean.h != c.image_h || clean.w != c.image_w)
     throw Error(ErrorCode::bad_shape, "the ROAD test needs the model's input (" + std::to_string(c.channels) + "×" +
                                           std::to_string(c.image_h) + "×" + std::to_string(c.image_w) + ")");
-  if (map_size != hw)
+  if (map_size != c.image_h * c.image_w)
     throw Error(ErrorCode::bad_shape, "the map has " + std::to_string(map_size) + " values; the ROAD test needs " +
                                           std::to_string(c.image_h) + "×" + std::to_string(c.image_w) +
                                           " (the model's input size)");
   if (!(opt.noise >= 0.0) || !std::isfinite(opt.noise))
     throw Error(ErrorCode::bad_argument, "the ROAD noise σ must be finite and ≥ 0 (0.01 in the authors' code)");
-  PerturbationKept::Steps* k = nullptr;  // this map's, direction's and noise's steps done, if kept
-  if (kept) k = &perturbation_kept_steps(*kept, map, map_size, positive, PerturbationFill{true, opt.noise, opt.seed});
+}
+
+// Runs the orders' steps 1 … 9 in step order. At each step the orders' imputations run side by
+// side on the compute pool when it has threads free (the pthreads build; one after the other
+// otherwise), then their forward passes one after the other, each using the whole pool: the
+// imputation is a sparse solve on one thread, the products split well. So each order's curve is
+// road_curve's whatever the order count or thread count. Steps kept in `kept` are read, not run.
+void road_steps(std::vector<RoadOrder>& orders, PerturbationWork& w, const Model& m, const Image& clean,
+                const Vec& clean_logits, const float* map, int map_size, const RoadOptions& opt,
+                const PerturbationStepFn& on_step, PerturbationKept* kept) {
+  const Config& c = m.config;
+  const int hw = c.image_h * c.image_w;
+  const PerturbationFill fill{true, opt.noise, opt.seed};
   const std::vector<double> noise = road_noise_scale(c, opt.noise);
-  const std::vector<int> order = perturbation_order(map, hw, positive);
-  std::vector<uint8_t> removed(size_t(hw), 0);
-  out.positive = positive;
-  out.removed[0] = 0;
-  out.logits[0] = clean_logits;
-  if (on_step) on_step(0, clean);
-  int k_prev = 0;
-  const Image none;
-  for (int s = 1; s < perturbation_steps; ++s) {
-    const int count = perturbation_count(hw, s);
-    for (; k_prev < count; ++k_prev) removed[size_t(order[size_t(k_prev)])] = 1;
-    out.removed[size_t(s)] = count;
-    if (k && s < k->done) {
-      out.logits[size_t(s)] = k->logits[size_t(s)];
-      if (on_step) on_step(s, none);
-      continue;
+  for (RoadOrder& o : orders) {
+    o.order = perturbation_order(map, hw, o.positive);
+    o.removed.assign(size_t(hw), 0);
+    o.out->positive = o.positive;
+    o.out->removed[0] = 0;
+    o.out->logits[0] = clean_logits;
+    if (kept) {
+      const PerturbationKept::Steps& k = perturbation_kept_steps(*kept, map, map_size, o.positive, fill);
+      o.kept_done = k.done;
+      for (int s = 1; s < k.done; ++s) o.out->logits[size_t(s)] = k.logits[size_t(s)];
     }
-    w.x = clean;  // the imputation of each step starts from the clean image
-    road_impute(w.x, removed.data(), noise, opt.seed);
-    vit_logits(w.tr, m, w.x);
-    out.logits[size_t(s)] = w.tr.logits;
-    if (k) {
-      k->logits[size_t(s)] = w.tr.logits;
-      k->done = s + 1;
-    }
-    if (on_step) on_step(s, w.x);
   }
+  if (on_step)
+    for (size_t d = 0; d < orders.size(); ++d) on_step(0, clean);
+  const Image none;
+  std::vector<RoadOrder*> run;
+  for (int s = 1; s < perturbation_steps; ++s) {
+    run.clear();
+    const int count = perturbation_count(hw, s);
+    for (RoadOrder& o : orders) {
+      for (; o.removed_count < count; ++o.removed_count) o.removed[size_t(o.order[size_t(o.removed_count)])] = 1;
+      o.out->removed[size_t(s)] = count;
+      if (s >= o.kept_done) run.push_back(&o);
+    }
+    compute_pool().run(int(run.size()), [&](int t) {
+      RoadOrder& o = *run[size_t(t)];
+      o.x = clean;  // the imputation of each step starts from the clean image
+      road_impute(o.x, o.removed.data(), noise, opt.seed);
+    });
+    for (RoadOrder& o : orders) {
+      if (s < o.kept_done) {
+        if (on_step) on_step(s, none);
+        continue;
+      }
+      vit_logits(w.tr, m, o.x);
+      o.out->logits[size_t(s)] = w.tr.logits;
+      if (kept) {
+        PerturbationKept::Steps& k = perturbation_kept_steps(*kept, map, map_size, o.positive, fill);
+        k.logits[size_t(s)] = w.tr.logits;
+        k.done = s + 1;
+      }
+      if (on_step) on_step(s, o.x);
+    }
+  }
+}
+
+}  // namespace
+
+void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
+                const Vec& clean_logits, const float* map, int map_size, bool positive, const RoadOptions& opt,
+                const PerturbationStepFn& on_step, PerturbationKept* kept) {
+  road_check(m, clean, map_size, opt);
+  std::vector<RoadOrder> orders(1);
+  orders[0].out = &out;
+  orders[0].positive = positive;
+  road_steps(orders, w, m, clean, clean_logits, map, map_size, opt, on_step, kept);
+}
+
+void road_curves(std::array<PerturbationCurve, 2>& out, PerturbationWork& w, const Model& m, const Image& clean,
+                 const Vec& clean_logits, const float* map, int map_size, const RoadOptions& opt,
+                 const PerturbationStepFn& on_step, PerturbationKept* kept) {
+  road_check(m, clean, map_size, opt);
+  std::vector<RoadOrder> orders(2);
+  for (size_t d = 0; d < 2; ++d) {
+    orders[d].out = &out[d];
+    orders[d].positive = d == 0;
+  }
+  road_steps(orders, w, m, clean, clean_logits, map, map_size, opt, on_step, kept);
 }
 
 std::array<double, perturbation_steps> curve_probabilities(const Config& cfg, const PerturbationCurve& c, int cls) {

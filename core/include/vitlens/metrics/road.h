@@ -11,8 +11,9 @@
 // i.e. neighbours outside the image are dropped and the remaining weights renormalised (as the
 // authors' code does by lowering the diagonal by the missing weights). The matrix is symmetric
 // and, whenever some pixel is known, positive definite (every 8-connected group of removed pixels
-// then borders a known pixel): it is factorised once per mask (sparse LDLᵀ) and solved per
-// channel. Then N(0, σ²) noise is added to every removed value.
+// then borders a known pixel): it is factorised once per mask (sparse LDLᵀ, the unknowns in a
+// nested-dissection order of the image) and solved per channel. Then N(0, σ²) noise is added to
+// every removed value.
 //
 // Conventions and deviations:
 // - Space: the authors impute images in [0, 1] before normalisation, with σ = 0.01 (the default
@@ -71,6 +72,15 @@ std::vector<double> road_noise_scale(const Config& c, double noise);
 void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
                 const Vec& clean_logits, const float* map, int map_size, bool positive,
                 const RoadOptions& opt = {}, const PerturbationStepFn& on_step = {}, PerturbationKept* kept = nullptr);
+
+// Both orders of the ROAD test, out[0] most relevant first and out[1] least relevant first, the
+// same curves as two road_curve calls, computed step by step: a step's two imputations run side by
+// side when the compute pool has two threads free (the pthreads build: each is a sparse solve on one
+// thread), then its two forward passes. on_step is called for step 0 of both orders, then after
+// each step s for order 0 and order 1, on the calling thread; kept steps as in road_curve.
+void road_curves(std::array<PerturbationCurve, 2>& out, PerturbationWork& w, const Model& m, const Image& clean,
+                 const Vec& clean_logits, const float* map, int map_size, const RoadOptions& opt = {},
+                 const PerturbationStepFn& on_step = {}, PerturbationKept* kept = nullptr);
 
 // The model's probability of class `cls` at each step of a curve (the score SRG integrates), per
 // the config's output kind as output_probs computes it, in double: the softmax for a single-label
