@@ -37,8 +37,8 @@ namespace {
 // middle line of the longer side splits the rectangle into two halves with no coupling between
 // them; both halves are ordered first (recursively) and the line last. Eliminating in this order
 // keeps the factor's fill at O(n log n) on a grid; leaves of ≤ 64 pixels go in raster order.
-// Measured on a 224² image with 90 % removed: factorisation 69 ms against 128 ms with Eigen's
-// default AMD ordering (native, Zen 4), the same system.
+// Measured on a 224² image with 90 % removed: analysis and factorisation 69 ms against 128 ms
+// with Eigen's default AMD ordering (native, Zen 4), the same system.
 void dissect(std::vector<int>& order, const uint8_t* removed, int w, int y0, int y1, int x0, int x1) {
   const int h = y1 - y0, wd = x1 - x0;
   if (h <= 0 || wd <= 0) return;
