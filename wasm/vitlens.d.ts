@@ -514,8 +514,9 @@ export interface Input {
    * test and ROAD in both orders, their SRGs, and with a mask the relevance mass and rank accuracy,
    * the pointing game, the segmentation test and the class share. The perturbation test and ROAD
    * read and extend the steps the input keeps (see perturbation): figures stopped by onProgress go
-   * on from the step they were in when asked again with the same map, noise and seed. Throws "bad_shape: ..." for a map or mask
-   * of another size, "bad_argument: ..." for an unknown option or class.
+   * on from the step they were in when asked again with the same map, noise and seed. Throws
+   * "bad_shape: ..." for a map or mask of another size, "bad_argument: ..." for an unknown option or
+   * class.
    */
   faithfulness(map: Float32Array, options: FaithfulnessOptions): Faithfulness;
   /** A 0/1 object mask at this input's size (H·W bytes) from an image file's bytes (nonzero colour =

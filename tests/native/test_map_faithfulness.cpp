@@ -314,7 +314,8 @@ TEST_CASE("road_curve goes on from the steps it keeps, apart from the black fill
   CHECK(run.road_curves[1].curve.logits[6][1] != 1234.5f);
   for (size_t s = 0; s < size_t(perturbation_steps); ++s)
     if (s != 6) CHECK(read.road_curves[1].curve.logits[s] == run.road_curves[1].curve.logits[s]);
-  for (size_t s = 0; s < size_t(perturbation_steps); ++s) CHECK(read.road_curves[0].curve.logits[s] == run.road_curves[0].curve.logits[s]);
+  for (size_t s = 0; s < size_t(perturbation_steps); ++s)
+    CHECK(read.road_curves[0].curve.logits[s] == run.road_curves[0].curve.logits[s]);
 }
 
 TEST_CASE("map_faithfulness: hand-worked values", "[metrics][map_faithfulness]") {

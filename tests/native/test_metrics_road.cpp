@@ -111,7 +111,8 @@ TEST_CASE("ROAD imputation on an image large enough to be dissected: each remove
   std::vector<uint8_t> removed(size_t(hw), 0);
   for (int y = 0; y < h; ++y)
     for (int c = 0; c < w; ++c) {
-      for (int ch = 0; ch < 3; ++ch) x.at(ch, y, c) = std::sin(0.37f * float(y * (ch + 1)) + 0.11f * float(c)) + 0.3f * float(ch);
+      for (int ch = 0; ch < 3; ++ch)
+        x.at(ch, y, c) = std::sin(0.37f * float(y * (ch + 1)) + 0.11f * float(c)) + 0.3f * float(ch);
       const int dy = y - 17, dx = c - 30;
       removed[size_t(y * w + c)] = dy * dy + dx * dx < 15 * 15 || y == h / 2 || c == w / 2 || (y * 31 + c * 17) % 10 < 4;
     }

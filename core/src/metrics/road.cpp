@@ -213,6 +213,7 @@ void road_steps(std::vector<RoadOrder>& orders, PerturbationWork& w, const Model
       vit_logits(w.tr, m, o.x);
       o.out->logits[size_t(s)] = w.tr.logits;
       if (kept) {
+        // Looked up again, not held: the other order's lookup reorders the entries.
         PerturbationKept::Steps& k = perturbation_kept_steps(*kept, map, map_size, o.positive, fill);
         k.logits[size_t(s)] = w.tr.logits;
         k.done = s + 1;

@@ -72,9 +72,10 @@ struct MapFaithfulness {
 // see zero_nonfinite)
 // on `clean` (the model's normalised C×H×W input, whose logits are `clean_logits`), into `out`
 // (its fields not asked for are reset to none / false). Order of work: black positive, black
-// negative, ROAD's two orders step by step (road_curves), then the mask figures. Throws Error(bad_shape) when the
-// input or the map do not have the model's size, Error(bad_argument) when cls is not a class of
-// the model or `other` is given without `mask`, Error(cancelled) when progress returns false.
+// negative, ROAD's two orders step by step (road_curves), then the mask figures. Throws
+// Error(bad_shape) when the input or the map do not have the model's size, Error(bad_argument)
+// when cls is not a class of the model or `other` is given without `mask`, Error(cancelled) when
+// progress returns false.
 void map_faithfulness(MapFaithfulness& out, PerturbationWork& w, const Model& m, const Image& clean,
                       const Vec& clean_logits, const float* map, int map_size, const MapFaithfulnessOptions& opt);
 

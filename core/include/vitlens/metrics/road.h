@@ -71,7 +71,8 @@ std::vector<double> road_noise_scale(const Config& c, double noise);
 // keyed by the noise σ and seed as well); its steps reach on_step with an empty image.
 void road_curve(PerturbationCurve& out, PerturbationWork& w, const Model& m, const Image& clean,
                 const Vec& clean_logits, const float* map, int map_size, bool positive,
-                const RoadOptions& opt = {}, const PerturbationStepFn& on_step = {}, PerturbationKept* kept = nullptr);
+                const RoadOptions& opt = {}, const PerturbationStepFn& on_step = {},
+                PerturbationKept* kept = nullptr);
 
 // Both orders of the ROAD test, out[0] most relevant first and out[1] least relevant first, the
 // same curves as two road_curve calls, computed step by step: a step's two imputations run side by
