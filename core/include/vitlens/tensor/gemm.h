@@ -111,4 +111,14 @@ void gemm_weight(float* C, const float* A, const float* W, int out, int in, Weig
 // three are among its first optimising compiles). Natively it is just a few small products.
 double gemm_warm_up(int rounds = 8);
 
+#if defined(__wasm_simd128__)
+// The most one core does through the kernel's fused multiply-add (relaxed SIMD): `iterations`
+// rounds of ten independent multiply-adds on SIMD registers, no memory; answers GFLOP/s (a
+// multiply-add counts as two flops), in float (4 lanes) or double (2). No product can run
+// faster, so "[gemm-bench]" (tests/native/test_gemm.cpp) prints each product's share of it. V8
+// optimises the loop after its first call: take the best of several. 0 without relaxed SIMD
+// (vitlens.js; gemm.cpp says why) and natively, where the products are Eigen's in wider vectors.
+double simd_madd_gflops(bool in_double, int iterations);
+#endif
+
 }  // namespace vitlens
